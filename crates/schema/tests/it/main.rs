@@ -1,0 +1,5 @@
+//! The schema crate's one integration binary.
+
+mod differential;
+mod support;
+mod table;
