@@ -1,0 +1,85 @@
+//! Gathering outcomes into a record.
+
+use crate::Outcome;
+
+/// How many outcomes a record lists unless told otherwise.
+pub const DEFAULT_MAX_LISTED: usize = 1000;
+
+/// What happened at the tool door during one run or turn.
+///
+/// Always `frames == outcomes.len() + unlisted`; `outcomes` holds the first frames in `seq`
+/// order; `abandoned` holds every outcome with `abandoned == true`, listed or not, in `seq`
+/// order.
+#[derive(Clone, Debug, PartialEq, Eq, Default)]
+pub struct ToolRecord {
+    /// Every frame counted.
+    pub frames: u64,
+    /// The first frames' outcomes.
+    pub outcomes: Vec<Outcome>,
+    /// Frames counted but not listed.
+    pub unlisted: u64,
+    /// Every call answered while its tool ran on.
+    pub abandoned: Vec<Outcome>,
+}
+
+/// Collects the outcomes of one run or turn (a session uses a fresh recorder per turn).
+#[derive(Clone, Debug)]
+pub struct Recorder {
+    max_listed: usize,
+    record: ToolRecord,
+}
+
+impl Default for Recorder {
+    fn default() -> Self {
+        Recorder::new(DEFAULT_MAX_LISTED)
+    }
+}
+
+impl Recorder {
+    /// An empty record that will list at most `max_listed` outcomes.
+    pub fn new(max_listed: usize) -> Self {
+        Recorder {
+            max_listed,
+            record: ToolRecord::default(),
+        }
+    }
+
+    /// The `seq` the next recorded outcome gets: 1 for the first frame, then one more per
+    /// frame recorded. Read it when a frame arrives to give the gate its `seq`; as long as
+    /// that frame is the next one recorded, the numbers agree.
+    pub fn next_seq(&self) -> u64 {
+        self.record.frames.saturating_add(1)
+    }
+
+    /// Frames recorded so far.
+    pub fn frames(&self) -> u64 {
+        self.record.frames
+    }
+
+    /// Records one frame's outcome and returns the `seq` it was given, which replaces
+    /// whatever `outcome.seq` held.
+    pub fn record(&mut self, mut outcome: Outcome) -> u64 {
+        let seq = self.next_seq();
+        outcome.seq = seq;
+        self.record.frames = seq;
+        if outcome.abandoned {
+            self.record.abandoned.push(outcome.clone());
+        }
+        if self.record.outcomes.len() < self.max_listed {
+            self.record.outcomes.push(outcome);
+        } else {
+            self.record.unlisted = self.record.unlisted.saturating_add(1);
+        }
+        seq
+    }
+
+    /// A copy of the record so far, for endings where the recorder stays shared.
+    pub fn snapshot(&self) -> ToolRecord {
+        self.record.clone()
+    }
+
+    /// The record, without copying it.
+    pub fn finish(self) -> ToolRecord {
+        self.record
+    }
+}

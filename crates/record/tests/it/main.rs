@@ -1,0 +1,212 @@
+//! The recorder's counting and listing, as a table, plus a property test.
+
+use proptest::prelude::*;
+use wasi_python_record::{DEFAULT_MAX_LISTED, Op, Outcome, OutcomeKind, Recorder};
+
+/// An outcome of `kind`; `abandoned` for a call left running. `seq` is garbage on purpose: the
+/// recorder assigns it.
+fn frame(kind: OutcomeKind, abandoned: bool) -> Outcome {
+    let ok = kind == OutcomeKind::Ok;
+    Outcome {
+        seq: 999,
+        op: Op::Call,
+        tool: Some("f".to_owned()),
+        outcome: kind,
+        message: (!ok).then(|| format!("{kind} message")),
+        request_bytes: 40,
+        response_bytes: 30,
+        fault: None,
+        abandoned,
+    }
+}
+
+const OK: (OutcomeKind, bool) = (OutcomeKind::Ok, false);
+const TIMEOUT: (OutcomeKind, bool) = (OutcomeKind::Timeout, false);
+/// A call answered `timeout` while its tool runs on.
+const GONE: (OutcomeKind, bool) = (OutcomeKind::Timeout, true);
+
+/// Records `frames` with `max_listed`, then checks the counts and which seqs are listed and
+/// kept as abandoned.
+fn check(
+    name: &str,
+    max_listed: usize,
+    frames: &[(OutcomeKind, bool)],
+    want: (u64, &[u64], u64, &[u64]),
+) {
+    let mut recorder = Recorder::new(max_listed);
+    for (i, &(kind, abandoned)) in frames.iter().enumerate() {
+        let next = recorder.next_seq();
+        assert_eq!(next, i as u64 + 1, "{name}: next_seq before frame {i}");
+        assert_eq!(
+            recorder.record(frame(kind, abandoned)),
+            next,
+            "{name}: seq of frame {i}"
+        );
+        assert_eq!(recorder.frames(), next, "{name}: frames after frame {i}");
+    }
+    let snapshot = recorder.snapshot();
+    let record = recorder.finish();
+    assert_eq!(snapshot, record, "{name}: snapshot");
+    let seqs = |list: &[Outcome]| list.iter().map(|o| o.seq).collect::<Vec<_>>();
+    let (count, listed, unlisted, abandoned) = want;
+    assert_eq!(record.frames, count, "{name}: frames");
+    assert_eq!(seqs(&record.outcomes), listed, "{name}: listed");
+    assert_eq!(record.unlisted, unlisted, "{name}: unlisted");
+    assert_eq!(seqs(&record.abandoned), abandoned, "{name}: abandoned");
+    for o in record.outcomes.iter().chain(&record.abandoned) {
+        let given = frames[o.seq as usize - 1];
+        assert_eq!((o.outcome, o.abandoned), given, "{name}: seq {}", o.seq);
+    }
+}
+
+#[test]
+fn listing_and_counting() {
+    check("nothing", 3, &[], (0, &[], 0, &[]));
+    check("under the cap", 3, &[OK, TIMEOUT], (2, &[1, 2], 0, &[]));
+    check("exactly the cap", 3, &[OK, OK, OK], (3, &[1, 2, 3], 0, &[]));
+    check(
+        "past the cap",
+        3,
+        &[OK, OK, OK, OK, TIMEOUT],
+        (5, &[1, 2, 3], 2, &[]),
+    );
+    check("cap of zero", 0, &[OK, OK], (2, &[], 2, &[]));
+    check(
+        "abandoned and listed",
+        3,
+        &[OK, GONE],
+        (2, &[1, 2], 0, &[2]),
+    );
+    check(
+        "abandoned past the cap are kept",
+        2,
+        &[GONE, OK, OK, GONE, OK, GONE],
+        (6, &[1, 2], 4, &[1, 4, 6]),
+    );
+    check(
+        "abandoned with a cap of zero",
+        0,
+        &[GONE, OK, GONE],
+        (3, &[], 3, &[1, 3]),
+    );
+}
+
+#[test]
+fn the_default_lists_1000() {
+    assert_eq!(DEFAULT_MAX_LISTED, 1000);
+    let mut recorder = Recorder::default();
+    for _ in 0..1001 {
+        recorder.record(frame(OutcomeKind::Ok, false));
+    }
+    let record = recorder.finish();
+    assert_eq!(
+        (record.frames, record.outcomes.len(), record.unlisted),
+        (1001, 1000, 1)
+    );
+}
+
+#[test]
+fn an_outcome_is_kept_as_given_but_for_its_seq() {
+    let given = Outcome {
+        seq: 0,
+        op: Op::Unknown,
+        tool: None,
+        outcome: OutcomeKind::Protocol,
+        message: Some("the frame is not JSON".to_owned()),
+        request_bytes: 7,
+        response_bytes: 90,
+        fault: Some("KeyError: 'x'".to_owned()),
+        abandoned: true,
+    };
+    let mut recorder = Recorder::new(1);
+    recorder.record(given.clone());
+    let record = recorder.finish();
+    let want = Outcome { seq: 1, ..given };
+    assert_eq!(record.outcomes, std::slice::from_ref(&want));
+    assert_eq!(record.abandoned, [want]);
+}
+
+#[test]
+fn a_snapshot_does_not_stop_recording() {
+    let mut recorder = Recorder::new(10);
+    recorder.record(frame(OutcomeKind::Ok, false));
+    let early = recorder.snapshot();
+    recorder.record(frame(OutcomeKind::Denied, false));
+    assert_eq!(early.frames, 1);
+    assert_eq!(recorder.finish().frames, 2);
+}
+
+#[test]
+fn names() {
+    use OutcomeKind::*;
+    for (kind, name) in [
+        (Ok, "ok"),
+        (Protocol, "protocol"),
+        (UnknownTool, "unknown_tool"),
+        (InvalidArguments, "invalid_arguments"),
+        (Denied, "denied"),
+        (ToolError, "tool_error"),
+        (Timeout, "timeout"),
+        (Cancelled, "cancelled"),
+        (TooLarge, "too_large"),
+        (BudgetExceeded, "budget_exceeded"),
+    ] {
+        assert_eq!(kind.as_str(), name);
+        assert_eq!(kind.to_string(), name);
+        assert_eq!(OutcomeKind::from_wire(name), Some(kind), "{name}");
+    }
+    for name in ["", "OK", "batch", "tool error", "unknown"] {
+        assert_eq!(OutcomeKind::from_wire(name), None, "{name:?}");
+    }
+    for (op, name) in [
+        (Op::List, "list"),
+        (Op::Call, "call"),
+        (Op::Unknown, "unknown"),
+    ] {
+        assert_eq!((op.as_str(), op.to_string()), (name, name.to_owned()));
+    }
+}
+
+fn arb_kind() -> impl Strategy<Value = OutcomeKind> {
+    use OutcomeKind::*;
+    proptest::sample::select(vec![
+        Ok,
+        Protocol,
+        UnknownTool,
+        InvalidArguments,
+        Denied,
+        ToolError,
+        Timeout,
+        Cancelled,
+        TooLarge,
+        BudgetExceeded,
+    ])
+}
+
+proptest! {
+    /// Whatever is recorded: frames == listed + unlisted, the listing is the first frames,
+    /// `abandoned` is exactly the abandoned outcomes, and seqs run 1, 2, 3…
+    #[test]
+    fn record_invariants(
+        max_listed in 0usize..8,
+        frames in proptest::collection::vec((any::<u64>(), arb_kind(), any::<bool>()), 0..40),
+    ) {
+        let mut recorder = Recorder::new(max_listed);
+        let mut all = Vec::new();
+        for (seq, kind, abandoned) in frames {
+            let mut o = frame(kind, abandoned);
+            o.seq = seq;
+            let given = recorder.record(o.clone());
+            all.push(Outcome { seq: given, ..o });
+        }
+        let record = recorder.finish();
+        prop_assert_eq!(record.frames, record.outcomes.len() as u64 + record.unlisted);
+        prop_assert_eq!(record.frames, all.len() as u64);
+        prop_assert_eq!(&record.outcomes[..], &all[..all.len().min(max_listed)]);
+        let abandoned: Vec<_> = all.iter().filter(|o| o.abandoned).cloned().collect();
+        prop_assert_eq!(&record.abandoned, &abandoned);
+        for (i, o) in all.iter().enumerate() {
+            prop_assert_eq!(o.seq, i as u64 + 1);
+        }
+    }
+}
