@@ -1,1 +1,35 @@
-fn main() {}
+//! Project chores that cargo does not do: `cargo xtask <dist|test|bench|demo>`.
+//!
+//! - `dist`: lays out the guest artifacts (pinned wheel, checked, plus our guest
+//!   `host` package) and precompiles the guest for this host's wasmtime.
+//! - `test`: everything: dist, the Python extension into `.venv`, `cargo test`, pytest.
+//! - `bench`: criterion benches and the Python API benchmark.
+//! - `demo`: runs the guide's examples (the README's first command).
+
+mod dist;
+mod util;
+
+use anyhow::{Result, bail};
+
+fn main() -> Result<()> {
+    let args: Vec<String> = std::env::args().skip(1).collect();
+    let rest = || args[1..].to_vec();
+    match args.first().map(String::as_str) {
+        Some("dist") => {
+            let dist = dist::dist()?;
+            dist::precompile(&dist, &util::venv()?)
+        }
+        Some("test") => util::test(rest()),
+        Some("bench") => util::bench(rest()),
+        Some("demo") => util::demo(),
+        Some("venv") => util::venv().map(|_| ()),
+        _ => bail!(
+            "usage: cargo xtask <command>\n\
+             \n  dist    lay out and precompile the guest artifacts\
+             \n  test    run every test (dist, extension, cargo test, pytest)\
+             \n  bench   run the benchmarks (criterion and the Python API)\
+             \n  demo    run the guide's examples\
+             \n  venv    build the Python extension into .venv"
+        ),
+    }
+}

@@ -1,1 +1,21 @@
-pub fn _x() {}
+//! `wasi_python._wasi_python`: the thin PyO3 layer over `wasi-python-runtime`.
+//!
+//! Holds no policy: argument checking and defaults live in the Python package
+//! (`python/wasi_python`), sandboxing in the runtime crate.
+
+use pyo3::prelude::*;
+
+mod convert;
+mod errors;
+mod run;
+
+#[pymodule]
+fn _wasi_python(m: &Bound<'_, PyModule>) -> PyResult<()> {
+    errors::register(m)?;
+    m.add_class::<run::CancelToken>()?;
+    m.add_function(wrap_pyfunction!(run::run, m)?)?;
+    m.add_function(wrap_pyfunction!(run::check_artifacts, m)?)?;
+    m.add_function(wrap_pyfunction!(run::precompile, m)?)?;
+    m.add("WASMTIME_VERSION", wasi_python_runtime::WASMTIME_VERSION)?;
+    Ok(())
+}

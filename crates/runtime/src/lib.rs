@@ -1,1 +1,48 @@
-pub fn _x() {}
+//! Runs the CPython-for-WASI guest under wasmtime: one sandboxed program per run,
+//! with limits, grants of host folders, captured output and a door for tools.
+//!
+//! This crate is the only one that knows wasmtime. It never runs guest code outside
+//! a fresh store, never lets a guest's behaviour become an `Err` (a guest's ending is
+//! a [`Completed`]), and grants nothing by default (see [`RunConfig`]).
+//!
+//! ```no_run
+//! use std::time::Duration;
+//! use wasi_python_runtime::{Artifacts, RunConfig, Runtime};
+//!
+//! # fn main() -> Result<(), wasi_python_runtime::Error> {
+//! let runtime = Runtime::new(Artifacts::from_env()?);
+//! let done = runtime.run(
+//!     RunConfig::new(["-c", "print(6 * 7)"]).deadline(Some(Duration::from_secs(5))),
+//! )?;
+//! assert_eq!(done.exit_code, Some(0));
+//! assert_eq!(done.stdout, b"42\n");
+//! # Ok(())
+//! # }
+//! ```
+
+mod artifacts;
+mod config;
+mod door;
+mod engine;
+mod error;
+mod host;
+mod output;
+mod run;
+mod stop;
+mod tools;
+
+pub use artifacts::{ARTIFACTS_ENV, Artifacts, DIST_COMMAND, MANIFEST_MAGIC};
+pub use config::{Grant, Limits, MIN_MEMORY_BYTES, RunConfig};
+pub use door::{CallContext, Door, DoorAnswer};
+pub use engine::{CACHE_ENV, Flavour, WASMTIME_VERSION, default_cache_dir};
+pub use error::Error;
+pub use run::{Completed, RunHandle, Runtime, Trapped, Truncated};
+pub use stop::CancelToken;
+pub use tools::{
+    DEADLINE_MARGIN, Invocation, ToolDoor, ToolHost, ToolOutput, ToolSpec, ToolSpecError,
+};
+/// The pure crates the tool door composes, re-exported for embedders.
+pub use wasi_python_budget as budget;
+pub use wasi_python_protocol as protocol;
+pub use wasi_python_record as record;
+pub use wasi_python_schema as schema;

@@ -1,0 +1,240 @@
+//! What one run is given: its command line, input, environment, grants and limits.
+
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::Duration;
+
+use crate::{CancelToken, Door, Error};
+
+/// The guest's smallest memory: its module declares 640 pages (40 MiB).
+pub const MIN_MEMORY_BYTES: u64 = 40 << 20;
+
+/// A host folder offered to the guest at `guest_path`, read-only unless `writable`.
+///
+/// The guest cannot leave the folder: `..`, absolute paths and symlinks that point
+/// outside it are refused by the WASI layer (capability-based `openat`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Grant {
+    pub host_path: PathBuf,
+    pub guest_path: String,
+    pub writable: bool,
+}
+
+impl Grant {
+    pub fn read_only(host_path: impl Into<PathBuf>, guest_path: impl Into<String>) -> Self {
+        Grant {
+            host_path: host_path.into(),
+            guest_path: guest_path.into(),
+            writable: false,
+        }
+    }
+    pub fn writable(host_path: impl Into<PathBuf>, guest_path: impl Into<String>) -> Self {
+        Grant {
+            writable: true,
+            ..Self::read_only(host_path, guest_path)
+        }
+    }
+
+    /// Checks the grant and returns the canonical host folder.
+    pub(crate) fn check(&self) -> Result<PathBuf, Error> {
+        let fail = |reason: &str| Error::Grant {
+            host_path: self.host_path.clone(),
+            guest_path: self.guest_path.clone(),
+            reason: reason.to_owned(),
+        };
+        let g = &self.guest_path;
+        if !g.starts_with('/') {
+            return Err(fail("the guest path must be absolute"));
+        }
+        if g.len() > 1
+            && (g.ends_with('/')
+                || g[1..]
+                    .split('/')
+                    .any(|c| c.is_empty() || c == "." || c == ".."))
+        {
+            return Err(fail("the guest path must be normalised (no '.', '..', '//' or trailing '/')"));
+        }
+        if g.contains('\0') {
+            return Err(fail("the guest path contains a NUL byte"));
+        }
+        if g == "/tmp" || g == "/usr/local/lib" || g.starts_with("/usr/local/lib/") {
+            return Err(fail("the runtime mounts its own folder there"));
+        }
+        let host = self
+            .host_path
+            .canonicalize()
+            .map_err(|e| fail(&format!("the host folder cannot be opened: {e}")))?;
+        if !host.is_dir() {
+            return Err(fail("the host path is not a folder"));
+        }
+        Ok(host)
+    }
+}
+
+/// The limits of one run. Every limit has a default; see [`Limits::default`].
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Limits {
+    /// The guest's linear memory cap (default 1 GiB). Past it, allocation fails inside
+    /// the guest (`MemoryError`); the run is not trapped.
+    pub memory_bytes: u64,
+    /// Wall-clock time (default 60 s); `None` means none. Sleeping guests end on time too.
+    pub deadline: Option<Duration>,
+    /// Bytes kept per output stream (default 16 MiB); the rest is dropped and the
+    /// stream is marked truncated.
+    pub output_bytes: usize,
+    /// Fuel (roughly one unit per wasm instruction); `None` (default) means unmetered.
+    pub fuel: Option<u64>,
+}
+
+impl Default for Limits {
+    fn default() -> Self {
+        Limits {
+            memory_bytes: 1 << 30,
+            deadline: Some(Duration::from_secs(60)),
+            output_bytes: 16 << 20,
+            fuel: None,
+        }
+    }
+}
+
+/// Everything one run is given. Built deny-by-default:
+///
+/// - no grants: the guest sees only the stdlib (read-only), matplotlib's data
+///   (read-only) and a private writable `/tmp` (also its `HOME`) that is deleted
+///   after the run;
+/// - environment: only `TMPDIR=/tmp`, `HOME=/tmp/home`, `PYTHONTZPATH=` plus what
+///   [`RunConfig::env`] adds;
+/// - stdin empty; stdout and stderr captured, capped by [`Limits::output_bytes`];
+/// - no network (the guest has no sockets), no door (`_host.call` answers
+///   "no host");
+/// - the limits of [`Limits::default`].
+#[derive(Clone)]
+pub struct RunConfig {
+    pub(crate) argv: Vec<String>,
+    pub(crate) stdin: Vec<u8>,
+    pub(crate) env: Vec<(String, String)>,
+    pub(crate) grants: Vec<Grant>,
+    pub(crate) limits: Limits,
+    pub(crate) cancel: CancelToken,
+    pub(crate) door: Option<Arc<dyn Door>>,
+}
+
+impl std::fmt::Debug for RunConfig {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("RunConfig")
+            .field("argv", &self.argv)
+            .field("stdin_len", &self.stdin.len())
+            .field("env", &self.env)
+            .field("grants", &self.grants)
+            .field("limits", &self.limits)
+            .field("door", &self.door.is_some())
+            .finish()
+    }
+}
+
+impl RunConfig {
+    /// A run of CPython's command line `argv` (without the program name), such as
+    /// `["-c", "print(1)"]`, `["-m", "json.tool"]`, `["/data/script.py"]`, or `[]`
+    /// to read the program from stdin.
+    pub fn new<S: Into<String>>(argv: impl IntoIterator<Item = S>) -> Self {
+        RunConfig {
+            argv: argv.into_iter().map(Into::into).collect(),
+            stdin: Vec::new(),
+            env: Vec::new(),
+            grants: Vec::new(),
+            limits: Limits::default(),
+            cancel: CancelToken::new(),
+            door: None,
+        }
+    }
+    pub fn stdin(mut self, bytes: impl Into<Vec<u8>>) -> Self {
+        self.stdin = bytes.into();
+        self
+    }
+    /// Sets an environment variable; later calls win over earlier ones and over the defaults.
+    pub fn env(mut self, key: impl Into<String>, value: impl Into<String>) -> Self {
+        self.env.push((key.into(), value.into()));
+        self
+    }
+    pub fn grant(mut self, grant: Grant) -> Self {
+        self.grants.push(grant);
+        self
+    }
+    pub fn limits(mut self, limits: Limits) -> Self {
+        self.limits = limits;
+        self
+    }
+    pub fn memory_bytes(mut self, bytes: u64) -> Self {
+        self.limits.memory_bytes = bytes;
+        self
+    }
+    pub fn deadline(mut self, deadline: Option<Duration>) -> Self {
+        self.limits.deadline = deadline;
+        self
+    }
+    pub fn output_bytes(mut self, bytes: usize) -> Self {
+        self.limits.output_bytes = bytes;
+        self
+    }
+    pub fn fuel(mut self, fuel: Option<u64>) -> Self {
+        self.limits.fuel = fuel;
+        self
+    }
+    /// Ends the run with `trapped = "cancelled"` when the token is cancelled.
+    pub fn cancel(mut self, token: CancelToken) -> Self {
+        self.cancel = token;
+        self
+    }
+    /// Answers the guest's `_host.call` frames.
+    pub fn door(mut self, door: Arc<dyn Door>) -> Self {
+        self.door = Some(door);
+        self
+    }
+
+    /// Checks everything that can be checked before the run.
+    pub(crate) fn check(&self) -> Result<Vec<(PathBuf, &Grant)>, Error> {
+        if self.limits.memory_bytes < MIN_MEMORY_BYTES {
+            return Err(Error::InvalidConfig {
+                param: "memory_bytes",
+                reason: format!(
+                    "{} is below the guest's minimum of {MIN_MEMORY_BYTES} bytes (40 MiB)",
+                    self.limits.memory_bytes
+                ),
+            });
+        }
+        if self.limits.memory_bytes > 4 << 30 {
+            return Err(Error::InvalidConfig {
+                param: "memory_bytes",
+                reason: "a 32-bit guest cannot use more than 4 GiB".into(),
+            });
+        }
+        for (k, v) in &self.env {
+            if k.is_empty() || k.contains('=') || k.contains('\0') || v.contains('\0') {
+                return Err(Error::InvalidConfig {
+                    param: "env",
+                    reason: format!("{k:?} is not a valid environment variable"),
+                });
+            }
+        }
+        if self.argv.iter().any(|a| a.contains('\0')) {
+            return Err(Error::InvalidConfig {
+                param: "argv",
+                reason: "an argument contains a NUL byte".into(),
+            });
+        }
+        let mut seen = std::collections::HashSet::new();
+        let mut out = Vec::with_capacity(self.grants.len());
+        for g in &self.grants {
+            let host = g.check()?;
+            if !seen.insert(g.guest_path.as_str()) {
+                return Err(Error::Grant {
+                    host_path: g.host_path.clone(),
+                    guest_path: g.guest_path.clone(),
+                    reason: "another grant already takes this guest path".into(),
+                });
+            }
+            out.push((host, g));
+        }
+        Ok(out)
+    }
+}

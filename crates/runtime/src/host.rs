@@ -1,0 +1,222 @@
+//! The store's state and the host functions the guest imports beyond WASI:
+//! `host.call` (the door) and our own `poll_oneoff` (sleeps that respect the deadline).
+
+use std::sync::Arc;
+use std::time::{Duration, Instant, SystemTime};
+
+use wasmtime::{AsContextMut, Caller, Linker, Memory, StoreLimits, TypedFunc};
+use wasmtime_wasi::p1::WasiP1Ctx;
+
+use crate::door::{CallContext, Door, DoorAnswer};
+use crate::stop::StopState;
+
+/// Everything a guest's store holds. Each concern is reached through its own field.
+pub(crate) struct HostState {
+    pub(crate) wasi: WasiP1Ctx,
+    pub(crate) limits: StoreLimits,
+    pub(crate) stop: StopState,
+    pub(crate) door: Option<Arc<dyn Door>>,
+    /// Set right after instantiation.
+    pub(crate) memory: Option<Memory>,
+    pub(crate) alloc: Option<TypedFunc<i32, i32>>,
+    /// The origin of the guest's monotonic clock (wasmtime-wasi's starts at context creation).
+    pub(crate) mono_origin: Instant,
+}
+
+pub(crate) fn add_to_linker(linker: &mut Linker<HostState>) -> wasmtime::Result<()> {
+    wasmtime_wasi::p1::add_to_linker_sync(linker, |s: &mut HostState| &mut s.wasi)?;
+    linker.allow_shadowing(true);
+    linker.func_wrap("wasi_snapshot_preview1", "poll_oneoff", poll_oneoff)?;
+    linker.allow_shadowing(false);
+    linker.func_wrap("host", "call", door_call)?;
+    Ok(())
+}
+
+const DOOR_NO_HOST: i32 = -1;
+const DOOR_FAULT: i32 = -2;
+
+fn span(ptr: i32, len: usize, mem_len: usize) -> Option<std::ops::Range<usize>> {
+    let start = ptr as u32 as usize;
+    let end = start.checked_add(len)?;
+    (end <= mem_len).then_some(start..end)
+}
+
+/// `host.call(ptr, len, out_ptr_ptr, out_len_ptr) -> i32`: one frame through the door.
+fn door_call(
+    mut caller: Caller<'_, HostState>,
+    ptr: i32,
+    len: i32,
+    out_ptr_ptr: i32,
+    out_len_ptr: i32,
+) -> wasmtime::Result<i32> {
+    let (Some(door), Some(memory), Some(alloc)) = (
+        caller.data().door.clone(),
+        caller.data().memory,
+        caller.data().alloc.clone(),
+    ) else {
+        return Ok(DOOR_NO_HOST);
+    };
+    let ctx = CallContext {
+        deadline: caller.data().stop.deadline,
+        cancel: caller.data().stop.cancel.clone(),
+    };
+    let answer = {
+        let data = memory.data(&caller);
+        let (Some(req), Some(_), Some(_)) = (
+            span(ptr, len as u32 as usize, data.len()),
+            span(out_ptr_ptr, 4, data.len()),
+            span(out_len_ptr, 4, data.len()),
+        ) else {
+            return Ok(DOOR_FAULT);
+        };
+        door.call(&data[req], &ctx)
+    };
+    let bytes = match answer {
+        DoorAnswer::Reply(bytes) => bytes,
+        DoorAnswer::NoHost => return Ok(DOOR_NO_HOST),
+        DoorAnswer::Fault => return Ok(DOOR_FAULT),
+    };
+    let Ok(n) = i32::try_from(bytes.len()) else {
+        return Ok(DOOR_FAULT);
+    };
+    // The guest frees `*out_ptr` after every call, so it must come from its own allocator.
+    let p = alloc.call(&mut caller, n)?;
+    if p == 0 {
+        return Ok(DOOR_FAULT);
+    }
+    let data = memory.data_mut(&mut caller);
+    let Some(dst) = span(p, bytes.len(), data.len()) else {
+        return Ok(DOOR_FAULT);
+    };
+    data[dst].copy_from_slice(&bytes);
+    let (o1, o2) = (out_ptr_ptr as u32 as usize, out_len_ptr as u32 as usize);
+    data[o1..o1 + 4].copy_from_slice(&(p as u32).to_le_bytes());
+    data[o2..o2 + 4].copy_from_slice(&(n as u32).to_le_bytes());
+    Ok(0)
+}
+
+// WASI errno values used here.
+const ERRNO_SUCCESS: i32 = 0;
+const ERRNO_BADF: u16 = 8;
+const ERRNO_FAULT: i32 = 21;
+const ERRNO_INVAL: i32 = 28;
+const ERRNO_NOMEM: i32 = 48;
+
+const SUB_SIZE: usize = 48;
+const EVENT_SIZE: usize = 32;
+const MAX_SUBS: u32 = 4096;
+const SLICE: Duration = Duration::from_millis(5);
+
+/// `poll_oneoff(in, out, nsubs, nevents_ptr) -> errno`, shadowing wasmtime-wasi's.
+///
+/// Wasmtime's blocks the thread for a whole sleep, out of reach of the epoch
+/// deadline; this one sleeps in short slices and returns early once the run must
+/// stop, so the guest traps at its next epoch check instead of sleeping on.
+/// File-descriptor subscriptions are answered ready at once (stdin, stdout and
+/// stderr in their own direction; any other descriptor gets EBADF).
+fn poll_oneoff(
+    mut caller: Caller<'_, HostState>,
+    in_ptr: i32,
+    out_ptr: i32,
+    nsubs: i32,
+    nevents_ptr: i32,
+) -> wasmtime::Result<i32> {
+    let nsubs = nsubs as u32;
+    if nsubs == 0 {
+        return Ok(ERRNO_INVAL);
+    }
+    if nsubs > MAX_SUBS {
+        return Ok(ERRNO_NOMEM);
+    }
+    let Some(memory) = caller.data().memory else {
+        return Ok(ERRNO_FAULT);
+    };
+    let n = nsubs as usize;
+    let subs: Vec<u8> = {
+        let data = memory.data(&caller);
+        let (Some(inp), Some(_), Some(_)) = (
+            span(in_ptr, n * SUB_SIZE, data.len()),
+            span(out_ptr, n * EVENT_SIZE, data.len()),
+            span(nevents_ptr, 4, data.len()),
+        ) else {
+            return Ok(ERRNO_FAULT);
+        };
+        data[inp].to_vec()
+    };
+    let mono_origin = caller.data().mono_origin;
+    let now_mono = || Instant::now().duration_since(mono_origin).as_nanos() as u64;
+    let now_real = || {
+        SystemTime::now()
+            .duration_since(SystemTime::UNIX_EPOCH)
+            .map(|d| d.as_nanos() as u64)
+            .unwrap_or(0)
+    };
+
+    // Each event: (userdata, errno, type).
+    let mut events: Vec<(u64, u16, u8)> = Vec::new();
+    // Each clock: (userdata, due as an Instant).
+    let mut clocks: Vec<(u64, Instant)> = Vec::new();
+    let start = Instant::now();
+    for sub in subs.chunks_exact(SUB_SIZE) {
+        let userdata = u64::from_le_bytes(sub[0..8].try_into().unwrap());
+        let tag = sub[8];
+        match tag {
+            0 => {
+                let clock_id = u32::from_le_bytes(sub[16..20].try_into().unwrap());
+                let timeout = u64::from_le_bytes(sub[24..32].try_into().unwrap());
+                let flags = u16::from_le_bytes(sub[40..42].try_into().unwrap());
+                let abstime = flags & 1 == 1;
+                let wait_ns = match (clock_id, abstime) {
+                    (0 | 1, false) => timeout,
+                    (0, true) => timeout.saturating_sub(now_real()),
+                    (1, true) => timeout.saturating_sub(now_mono()),
+                    _ => return Ok(ERRNO_INVAL),
+                };
+                let due = start
+                    .checked_add(Duration::from_nanos(wait_ns))
+                    .unwrap_or(start + Duration::from_secs(1 << 40));
+                clocks.push((userdata, due));
+            }
+            1 | 2 => {
+                let fd = u32::from_le_bytes(sub[16..20].try_into().unwrap());
+                let ok = matches!((fd, tag), (0, 1) | (1, 2) | (2, 2));
+                events.push((userdata, if ok { 0 } else { ERRNO_BADF }, tag));
+            }
+            _ => return Ok(ERRNO_INVAL),
+        }
+    }
+    if events.is_empty() {
+        let first_due = clocks.iter().map(|c| c.1).min().expect("nsubs > 0");
+        let stop = caller.data().stop.clone();
+        loop {
+            if stop.check().is_some() {
+                // Return early with no event; the next epoch check traps the guest.
+                caller.as_context_mut().set_epoch_deadline(0);
+                break;
+            }
+            let now = Instant::now();
+            if now >= first_due {
+                break;
+            }
+            stop.cancel.wait_timeout((first_due - now).min(SLICE));
+        }
+        let now = Instant::now();
+        for (userdata, due) in clocks {
+            if now >= due {
+                events.push((userdata, 0, 0));
+            }
+        }
+    }
+    let data = memory.data_mut(&mut caller);
+    let base = out_ptr as u32 as usize;
+    for (i, (userdata, errno, ty)) in events.iter().enumerate() {
+        let e = &mut data[base + i * EVENT_SIZE..base + (i + 1) * EVENT_SIZE];
+        e.fill(0);
+        e[0..8].copy_from_slice(&userdata.to_le_bytes());
+        e[8..10].copy_from_slice(&errno.to_le_bytes());
+        e[10] = *ty;
+    }
+    let np = nevents_ptr as u32 as usize;
+    data[np..np + 4].copy_from_slice(&(events.len() as u32).to_le_bytes());
+    Ok(ERRNO_SUCCESS)
+}

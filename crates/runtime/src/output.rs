@@ -1,0 +1,107 @@
+//! Captured stdout/stderr: keep the first N bytes, drop the rest, tell the guest all went well.
+
+use std::pin::Pin;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::task::{Context, Poll};
+
+use bytes::Bytes;
+use parking_lot::Mutex;
+use wasmtime_wasi::cli::{IsTerminal, StdoutStream};
+use wasmtime_wasi::p2::{OutputStream, Pollable, StreamError};
+
+/// A capped in-memory sink. Writes past the cap are accepted and dropped, and the
+/// stream is marked truncated; the guest never sees an error, so it neither raises
+/// nor retries.
+#[derive(Clone, Debug)]
+pub(crate) struct CappedPipe {
+    inner: Arc<Inner>,
+}
+
+#[derive(Debug)]
+struct Inner {
+    cap: usize,
+    buf: Mutex<Vec<u8>>,
+    truncated: AtomicBool,
+}
+
+impl CappedPipe {
+    pub(crate) fn new(cap: usize) -> Self {
+        CappedPipe {
+            inner: Arc::new(Inner {
+                cap,
+                buf: Mutex::new(Vec::new()),
+                truncated: AtomicBool::new(false),
+            }),
+        }
+    }
+
+    fn push(&self, bytes: &[u8]) {
+        let mut buf = self.inner.buf.lock();
+        let room = self.inner.cap.saturating_sub(buf.len());
+        if bytes.len() > room {
+            self.inner.truncated.store(true, Ordering::Relaxed);
+        }
+        buf.extend_from_slice(&bytes[..bytes.len().min(room)]);
+    }
+
+    /// Takes what was captured so far, and whether anything was dropped.
+    pub(crate) fn take(&self) -> (Vec<u8>, bool) {
+        let buf = std::mem::take(&mut *self.inner.buf.lock());
+        (buf, self.inner.truncated.swap(false, Ordering::Relaxed))
+    }
+}
+
+/// How much one write may hand over at once; the guest loops for more.
+const WRITE_PERMIT: usize = 1 << 20;
+
+#[wasmtime_wasi::async_trait]
+impl OutputStream for CappedPipe {
+    fn write(&mut self, bytes: Bytes) -> Result<(), StreamError> {
+        self.push(&bytes);
+        Ok(())
+    }
+    fn flush(&mut self) -> Result<(), StreamError> {
+        Ok(())
+    }
+    fn check_write(&mut self) -> Result<usize, StreamError> {
+        Ok(WRITE_PERMIT)
+    }
+}
+
+#[wasmtime_wasi::async_trait]
+impl Pollable for CappedPipe {
+    async fn ready(&mut self) {}
+}
+
+impl tokio::io::AsyncWrite for CappedPipe {
+    fn poll_write(
+        self: Pin<&mut Self>,
+        _cx: &mut Context<'_>,
+        buf: &[u8],
+    ) -> Poll<std::io::Result<usize>> {
+        self.push(buf);
+        Poll::Ready(Ok(buf.len()))
+    }
+    fn poll_flush(self: Pin<&mut Self>, _cx: &mut Context<'_>) -> Poll<std::io::Result<()>> {
+        Poll::Ready(Ok(()))
+    }
+    fn poll_shutdown(self: Pin<&mut Self>, _cx: &mut Context<'_>) -> Poll<std::io::Result<()>> {
+        Poll::Ready(Ok(()))
+    }
+}
+
+impl IsTerminal for CappedPipe {
+    fn is_terminal(&self) -> bool {
+        false
+    }
+}
+
+impl StdoutStream for CappedPipe {
+    fn p2_stream(&self) -> Box<dyn OutputStream> {
+        Box::new(self.clone())
+    }
+    fn async_stream(&self) -> Box<dyn tokio::io::AsyncWrite + Send + Sync> {
+        Box::new(self.clone())
+    }
+}

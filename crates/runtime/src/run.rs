@@ -1,0 +1,397 @@
+//! One run: a fresh store, the guest's command line, and its ending named by kind.
+
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::{Duration, Instant};
+
+use wasmtime::{Store, StoreLimitsBuilder, Trap, UpdateDeadline};
+use wasmtime_wasi::p2::pipe::MemoryInputPipe;
+use wasmtime_wasi::{FsPerms, I32Exit, WasiCtxBuilder};
+
+use crate::engine::{self, Flavour, Flavours, GUEST_THREAD_STACK};
+use crate::host::HostState;
+use crate::output::CappedPipe;
+use crate::stop::{Stop, StopState, Ticker};
+use crate::{Artifacts, CancelToken, Error, RunConfig};
+
+/// The guest's `sys.executable`, fixed in the binary.
+const ARGV0: &str = "/usr/local/bin/python.wasm";
+
+/// How a run ended when it did not end by itself.
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum Trapped {
+    /// The wall-clock deadline passed.
+    Deadline,
+    /// The fuel cap was spent.
+    OutOfFuel,
+    /// The run's [`CancelToken`] was cancelled.
+    Cancelled,
+    /// The guest exhausted its wasm stack (runaway recursion).
+    StackOverflow,
+    /// The guest could not get its initial memory within the memory limit.
+    Memory,
+    /// The guest aborted (`os.abort()`, a C `abort()`).
+    Unreachable,
+    /// The guest touched memory outside its own (a bad door answer, a guest bug).
+    MemoryOutOfBounds,
+    /// Any other trap, by wasmtime's trap code, lower-cased.
+    Other(String),
+}
+
+impl Trapped {
+    pub fn as_str(&self) -> &str {
+        match self {
+            Trapped::Deadline => "deadline",
+            Trapped::OutOfFuel => "out of fuel",
+            Trapped::Cancelled => "cancelled",
+            Trapped::StackOverflow => "stack overflow",
+            Trapped::Memory => "memory",
+            Trapped::Unreachable => "unreachable",
+            Trapped::MemoryOutOfBounds => "memory out of bounds",
+            Trapped::Other(s) => s,
+        }
+    }
+}
+
+impl std::fmt::Display for Trapped {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// Which captured streams dropped bytes past the output cap.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Truncated {
+    pub stdout: bool,
+    pub stderr: bool,
+}
+
+/// The outcome of a run. Every guest behaviour ends here: an exit, an exception,
+/// a trap, an exhausted limit.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Completed {
+    /// The exit status (0..=255), or `None` when the run trapped.
+    pub exit_code: Option<i32>,
+    pub stdout: Vec<u8>,
+    pub stderr: Vec<u8>,
+    pub trapped: Option<Trapped>,
+    pub truncated: Truncated,
+    /// Fuel spent, when the run was metered.
+    pub fuel_used: Option<u64>,
+    pub duration: Duration,
+}
+
+/// Runs guests: one compiled module per flavour, one fresh store per run.
+///
+/// Cheap to clone and safe to share across threads; runs proceed in parallel.
+#[derive(Debug, Clone)]
+pub struct Runtime {
+    inner: Arc<Inner>,
+}
+
+#[derive(Debug)]
+struct Inner {
+    artifacts: Artifacts,
+    cache_dir: PathBuf,
+    flavours: Flavours,
+}
+
+impl Runtime {
+    /// A runtime over `artifacts`, caching compiled code in [`engine::default_cache_dir`].
+    pub fn new(artifacts: Artifacts) -> Self {
+        Self::with_cache_dir(artifacts, engine::default_cache_dir())
+    }
+
+    pub fn with_cache_dir(artifacts: Artifacts, cache_dir: impl Into<PathBuf>) -> Self {
+        Runtime {
+            inner: Arc::new(Inner {
+                artifacts,
+                cache_dir: cache_dir.into(),
+                flavours: Flavours::default(),
+            }),
+        }
+    }
+
+    pub fn artifacts(&self) -> &Artifacts {
+        &self.inner.artifacts
+    }
+
+    /// Compiles (or loads from the cache) the guest for `flavour` now, instead of
+    /// at the first run that needs it. Returns the cache file.
+    pub fn prepare(&self, flavour: Flavour) -> Result<PathBuf, Error> {
+        let p = self.inner.flavours.get(&self.inner.artifacts, &self.inner.cache_dir, flavour)?;
+        Ok(engine::cache_path(&self.inner.artifacts, &self.inner.cache_dir, &p.engine))
+    }
+
+    /// Runs one guest program to its end and returns how it ended.
+    ///
+    /// `Err` only for what is wrong before the guest starts (bad settings, grants,
+    /// missing artifacts); whatever the guest does is an `Ok(Completed)`.
+    pub fn run(&self, config: RunConfig) -> Result<Completed, Error> {
+        self.start(config)?.wait()
+    }
+
+    /// Starts a run on its own guest thread and returns at once.
+    pub fn start(&self, config: RunConfig) -> Result<RunHandle, Error> {
+        let grants = config
+            .check()?
+            .into_iter()
+            .map(|(host, g)| (host, g.guest_path.clone(), g.writable))
+            .collect::<Vec<_>>();
+        let flavour = if config.limits.fuel.is_some() {
+            Flavour::Metered
+        } else {
+            Flavour::Plain
+        };
+        let prepared = self.inner.flavours.get(&self.inner.artifacts, &self.inner.cache_dir, flavour)?;
+        let artifacts = self.inner.artifacts.clone();
+        let cancel = config.cancel.clone();
+        let (tx, rx) = std::sync::mpsc::sync_channel(1);
+        std::thread::Builder::new()
+            .name("wasi-python-guest".into())
+            .stack_size(GUEST_THREAD_STACK)
+            .spawn(move || {
+                let result = run_on_this_thread(&prepared, &artifacts, config, grants);
+                let _ = tx.send(result);
+            })
+            .map_err(|e| Error::io("spawning the guest thread", e))?;
+        Ok(RunHandle {
+            rx: parking_lot::Mutex::new(rx),
+            cancel,
+        })
+    }
+}
+
+/// A run in progress.
+#[derive(Debug)]
+pub struct RunHandle {
+    rx: parking_lot::Mutex<std::sync::mpsc::Receiver<Result<Completed, Error>>>,
+    cancel: CancelToken,
+}
+
+impl RunHandle {
+    /// Ends the run with `trapped = "cancelled"`.
+    pub fn cancel(&self) {
+        self.cancel.cancel();
+    }
+    /// Waits for the end.
+    pub fn wait(self) -> Result<Completed, Error> {
+        self.rx
+            .into_inner()
+            .recv()
+            .unwrap_or_else(|_| Err(Error::Internal("the guest thread died".into())))
+    }
+    /// Waits up to `timeout`; `None` if the run goes on.
+    pub fn wait_timeout(&self, timeout: Duration) -> Option<Result<Completed, Error>> {
+        match self.rx.lock().recv_timeout(timeout) {
+            Ok(r) => Some(r),
+            Err(std::sync::mpsc::RecvTimeoutError::Timeout) => None,
+            Err(std::sync::mpsc::RecvTimeoutError::Disconnected) => {
+                Some(Err(Error::Internal("the guest thread died".into())))
+            }
+        }
+    }
+}
+
+/// A private folder that is removed with the run.
+struct TempDir(PathBuf);
+
+impl TempDir {
+    fn new() -> Result<Self, Error> {
+        static COUNTER: AtomicU64 = AtomicU64::new(0);
+        let n = COUNTER.fetch_add(1, Ordering::Relaxed);
+        let nanos = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map(|d| d.subsec_nanos())
+            .unwrap_or(0);
+        let dir = std::env::temp_dir().join(format!(
+            "wasi-python-{}-{n}-{nanos:08x}",
+            std::process::id()
+        ));
+        std::fs::create_dir(&dir).map_err(|e| Error::io(format!("creating {}", dir.display()), e))?;
+        std::fs::create_dir(dir.join("home"))
+            .map_err(|e| Error::io(format!("creating {}/home", dir.display()), e))?;
+        Ok(TempDir(dir))
+    }
+}
+
+impl Drop for TempDir {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
+}
+
+fn run_on_this_thread(
+    prepared: &engine::Prepared,
+    artifacts: &Artifacts,
+    config: RunConfig,
+    grants: Vec<(PathBuf, String, bool)>,
+) -> Result<Completed, Error> {
+    let started = Instant::now();
+    let tmp = TempDir::new()?;
+    let limits = &config.limits;
+    let stdout = CappedPipe::new(limits.output_bytes);
+    let stderr = CappedPipe::new(limits.output_bytes);
+
+    let mut env: Vec<(String, String)> = vec![
+        ("HOME".into(), "/tmp/home".into()),
+        ("PYTHONTZPATH".into(), String::new()),
+        ("TMPDIR".into(), "/tmp".into()),
+    ];
+    for (k, v) in &config.env {
+        env.retain(|(ek, _)| ek != k);
+        env.push((k.clone(), v.clone()));
+    }
+    env.sort();
+
+    let mono_origin = Instant::now();
+    let mut b = WasiCtxBuilder::new();
+    b.allow_blocking_current_thread(true);
+    let mut args = Vec::with_capacity(config.argv.len() + 1);
+    args.push(ARGV0.to_owned());
+    args.extend(config.argv.iter().cloned());
+    b.args(&args)
+        .envs(&env)
+        .stdin(MemoryInputPipe::new(bytes::Bytes::from(config.stdin)))
+        .stdout(stdout.clone())
+        .stderr(stderr.clone());
+    let preopen = |b: &mut WasiCtxBuilder, host: &std::path::Path, guest: &str, perms| {
+        b.preopened_dir(host, guest, perms)
+            .map(|_| ())
+            .map_err(|e| Error::Io {
+                context: format!("opening {} for the guest", host.display()),
+                source: std::io::Error::other(format!("{e:#}")),
+            })
+    };
+    preopen(&mut b, artifacts.stdlib_dir(), "/usr/local/lib", FsPerms::ReadOnly)?;
+    if let Some(mpl) = artifacts.mpl_data() {
+        let guest = format!("/usr/local/lib/{}/matplotlib/mpl-data", artifacts.stdlib_name());
+        preopen(&mut b, mpl, &guest, FsPerms::ReadOnly)?;
+    }
+    preopen(&mut b, &tmp.0, "/tmp", FsPerms::ReadWrite)?;
+    for (host, guest, writable) in &grants {
+        let perms = if *writable { FsPerms::ReadWrite } else { FsPerms::ReadOnly };
+        preopen(&mut b, host, guest, perms)?;
+    }
+    let wasi = b.build_p1();
+
+    let deadline = limits.deadline.map(|d| started + d);
+    let state = HostState {
+        wasi,
+        limits: StoreLimitsBuilder::new()
+            .memory_size(limits.memory_bytes as usize)
+            .instances(1)
+            .memories(1)
+            .tables(1)
+            .build(),
+        stop: StopState {
+            deadline,
+            cancel: config.cancel.clone(),
+        },
+        door: config.door.clone(),
+        memory: None,
+        alloc: None,
+        mono_origin,
+    };
+    let mut store = Store::new(&prepared.engine, state);
+    store.limiter(|s| &mut s.limits);
+    let metered = limits.fuel.is_some();
+    if metered {
+        store
+            .set_fuel(u64::MAX)
+            .map_err(|e| Error::Internal(format!("{e:#}")))?;
+    }
+    store.epoch_deadline_callback(|ctx| match ctx.data().stop.check() {
+        Some(stop) => Err(wasmtime::Error::new(stop)),
+        None => Ok(UpdateDeadline::Continue(1)),
+    });
+    store.set_epoch_deadline(1);
+    let _ticking = Ticker::global().activate();
+
+    let outcome = (|| -> wasmtime::Result<i32> {
+        let instance = prepared.pre.instantiate(&mut store)?;
+        let memory = instance.get_memory(&mut store, "memory");
+        let alloc = instance.get_typed_func::<i32, i32>(&mut store, "host_alloc").ok();
+        store.data_mut().memory = memory;
+        store.data_mut().alloc = alloc;
+        if let Some(fuel) = limits.fuel {
+            store.set_fuel(fuel)?;
+        }
+        if let Ok(init) = instance.get_typed_func::<(), ()>(&mut store, "_initialize") {
+            init.call(&mut store, ())?;
+        }
+        let run = instance.get_typed_func::<(), i32>(&mut store, "run")?;
+        run.call(&mut store, ())
+    })();
+    let fuel_used = match (limits.fuel, store.get_fuel()) {
+        (Some(cap), Ok(left)) => Some(cap.saturating_sub(left)),
+        _ => None,
+    };
+    let (exit_code, trapped) = match outcome {
+        Ok(code) => (Some(code), None),
+        Err(e) => classify(&e),
+    };
+    drop(store);
+    let (stdout, out_t) = stdout.take();
+    let (stderr, err_t) = stderr.take();
+    drop(tmp);
+    Ok(Completed {
+        exit_code,
+        stdout,
+        stderr,
+        trapped,
+        truncated: Truncated {
+            stdout: out_t,
+            stderr: err_t,
+        },
+        fuel_used,
+        duration: started.elapsed(),
+    })
+}
+
+/// Names an error out of the guest by kind: an exit status, or a trap.
+pub(crate) fn classify(e: &wasmtime::Error) -> (Option<i32>, Option<Trapped>) {
+    if let Some(exit) = e.downcast_ref::<I32Exit>() {
+        return (Some(exit.0), None);
+    }
+    if let Some(stop) = e.downcast_ref::<Stop>() {
+        return (
+            None,
+            Some(match stop {
+                Stop::Deadline => Trapped::Deadline,
+                Stop::Cancelled => Trapped::Cancelled,
+            }),
+        );
+    }
+    if let Some(trap) = e.downcast_ref::<Trap>() {
+        let t = match trap {
+            Trap::OutOfFuel => Trapped::OutOfFuel,
+            Trap::Interrupt => Trapped::Deadline,
+            Trap::StackOverflow => Trapped::StackOverflow,
+            Trap::UnreachableCodeReached => Trapped::Unreachable,
+            Trap::MemoryOutOfBounds => Trapped::MemoryOutOfBounds,
+            other => Trapped::Other(trap_name(other)),
+        };
+        return (None, Some(t));
+    }
+    let text = format!("{e}");
+    if text.contains("exceeds memory limits") || text.contains("memory minimum size") {
+        return (None, Some(Trapped::Memory));
+    }
+    (None, Some(Trapped::Other(text.lines().next().unwrap_or("").to_owned())))
+}
+
+/// `Trap::IntegerDivisionByZero` -> "integer division by zero".
+fn trap_name(t: &Trap) -> String {
+    let debug = format!("{t:?}");
+    let mut out = String::new();
+    for (i, ch) in debug.chars().enumerate() {
+        if ch.is_uppercase() && i > 0 {
+            out.push(' ');
+        }
+        out.extend(ch.to_lowercase());
+    }
+    out
+}

@@ -1,0 +1,96 @@
+//! Ordinary programs: output, exit codes, the command line, stdin and env.
+
+use wasi_python_runtime::RunConfig;
+
+use crate::{py, run, text};
+
+#[test]
+fn hello_world() {
+    let done = py("print('hello, world')");
+    assert_eq!(done.exit_code, Some(0), "{}", text(&done.stderr));
+    assert_eq!(text(&done.stdout), "hello, world\n");
+    assert_eq!(done.trapped, None);
+}
+
+/// (program, exit code, stderr must contain)
+const EXITS: &[(&str, i32, &str)] = &[
+    ("import sys; sys.exit(3)", 3, ""),
+    ("import sys; sys.exit(300)", 44, ""),
+    ("import sys; sys.exit('bye')", 1, "bye"),
+    ("import os; os._exit(4)", 4, ""),
+    ("raise SystemExit", 0, ""),
+    ("1/0", 1, "ZeroDivisionError"),
+    ("def f(:", 1, "SyntaxError"),
+];
+
+#[test]
+fn exit_codes() {
+    for (code, want, err) in EXITS {
+        let done = py(code);
+        assert_eq!(done.exit_code, Some(*want), "{code}: {}", text(&done.stderr));
+        assert_eq!(done.trapped, None, "{code}");
+        assert!(text(&done.stderr).contains(err), "{code}: {}", text(&done.stderr));
+    }
+}
+
+#[test]
+fn traceback_names_the_program() {
+    let done = py("def f():\n    raise ValueError('boom')\nf()");
+    let err = text(&done.stderr);
+    assert!(err.starts_with("Traceback (most recent call last):"), "{err}");
+    assert!(err.contains("File \"<string>\", line 3"), "{err}");
+    assert!(err.trim_end().ends_with("ValueError: boom"), "{err}");
+}
+
+#[test]
+fn program_from_stdin() {
+    let done = run(RunConfig::new(Vec::<String>::new()).stdin(b"print(sum(range(5)))".to_vec()));
+    assert_eq!(text(&done.stdout), "10\n", "{}", text(&done.stderr));
+}
+
+#[test]
+fn stdin_is_readable() {
+    let done = run(RunConfig::new(["-c", "import sys; print(sys.stdin.read().upper())"]).stdin(b"abc".to_vec()));
+    assert_eq!(text(&done.stdout), "ABC\n");
+}
+
+#[test]
+fn env_is_passed_and_defaults_are_set() {
+    let done = run(
+        RunConfig::new(["-c", "import os; print(os.environ['GREETING'], os.environ['TMPDIR'], sorted(os.environ))"])
+            .env("GREETING", "hi"),
+    );
+    assert_eq!(
+        text(&done.stdout),
+        "hi /tmp ['GREETING', 'HOME', 'PYTHONTZPATH', 'TMPDIR']\n",
+        "{}",
+        text(&done.stderr)
+    );
+}
+
+#[test]
+fn dash_m_runs_a_module() {
+    let done = run(RunConfig::new(["-m", "json.tool"]).stdin(b"{\"a\": [1, 2]}".to_vec()));
+    assert_eq!(done.exit_code, Some(0), "{}", text(&done.stderr));
+    assert!(text(&done.stdout).contains("\"a\": ["), "{}", text(&done.stdout));
+}
+
+#[test]
+fn argv_reaches_the_program() {
+    let done = py("import sys; print(sys.argv)");
+    assert_eq!(text(&done.stdout), "['-c']\n");
+    let done = run(RunConfig::new(["-c", "import sys; print(sys.argv[1:])", "x", "y"]));
+    assert_eq!(text(&done.stdout), "['x', 'y']\n");
+}
+
+#[test]
+fn atexit_handlers_run_and_output_is_flushed() {
+    let done = py("import atexit, sys\natexit.register(lambda: print('bye'))\nsys.stdout.write('no newline')");
+    assert_eq!(text(&done.stdout), "no newlinebye\n");
+}
+
+#[test]
+fn numpy_computes() {
+    let done = py("import numpy as np; print(int(np.arange(10).sum()))");
+    assert_eq!(text(&done.stdout), "45\n", "{}", text(&done.stderr));
+}

@@ -1,0 +1,62 @@
+"""``wasi-python run -- ARGS...`` (or ``python -m wasi_python run -- ARGS...``):
+runs the guest once and prints the result as one JSON object."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+
+from . import Grant, run
+
+
+def _grant(spec: str, writable: bool) -> Grant:
+    host, sep, guest = spec.partition(":")
+    if not sep:
+        raise argparse.ArgumentTypeError(f"{spec!r}: a grant is HOST_DIR:GUEST_PATH")
+    return Grant(host, guest, writable)
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(prog="wasi-python", description=__doc__)
+    sub = p.add_subparsers(dest="command", required=True)
+    r = sub.add_parser("run", help="run the guest once; ARGS is CPython's command line")
+    r.add_argument("--deadline-s", type=float, default=60.0)
+    r.add_argument("--memory-bytes", type=int, default=1 << 30)
+    r.add_argument("--output-bytes", type=int, default=16 << 20)
+    r.add_argument("--fuel", type=int, default=None)
+    r.add_argument("--env", action="append", default=[], metavar="KEY=VALUE")
+    r.add_argument("--grant", action="append", default=[], metavar="HOST:GUEST", help="read-only")
+    r.add_argument("--grant-rw", action="append", default=[], metavar="HOST:GUEST", help="writable")
+    r.add_argument("--stdin", action="store_true", help="pass this process's stdin to the guest")
+    r.add_argument("args", nargs=argparse.REMAINDER)
+    ns = p.parse_args(argv)
+    args = ns.args[1:] if ns.args[:1] == ["--"] else ns.args
+    env = dict(e.split("=", 1) for e in ns.env)
+    grants = [_grant(g, False) for g in ns.grant] + [_grant(g, True) for g in ns.grant_rw]
+    done = run(
+        args,
+        stdin=sys.stdin.buffer.read() if ns.stdin else b"",
+        env=env,
+        grants=grants,
+        deadline_s=ns.deadline_s,
+        memory_bytes=ns.memory_bytes,
+        output_bytes=ns.output_bytes,
+        fuel=ns.fuel,
+    )
+    out = {
+        "exit_code": done.exit_code,
+        "stdout": done.stdout.decode("utf-8", "replace"),
+        "stderr": done.stderr.decode("utf-8", "replace"),
+        "trapped": done.trapped,
+        "truncated": list(done.truncated),
+        "fuel_used": done.fuel_used,
+        "duration_s": round(done.duration_s, 6),
+    }
+    json.dump(out, sys.stdout)
+    sys.stdout.write("\n")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,130 @@
+//! Paths, commands, and the test/bench/demo pipelines.
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+use anyhow::{Context, Result, bail};
+
+pub(crate) fn workspace_root() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .parent()
+        .expect("xtask lives in the workspace")
+        .to_path_buf()
+}
+
+pub(crate) fn target_dir() -> PathBuf {
+    match std::env::var_os("CARGO_TARGET_DIR") {
+        Some(d) => {
+            let d = PathBuf::from(d);
+            if d.is_absolute() { d } else { workspace_root().join(d) }
+        }
+        None => workspace_root().join("target"),
+    }
+}
+
+pub(crate) fn run(cmd: &mut Command) -> Result<()> {
+    eprintln!("$ {}", show(cmd));
+    let status = cmd.status().with_context(|| format!("starting {}", show(cmd)))?;
+    if !status.success() {
+        bail!("{} failed: {status}", show(cmd));
+    }
+    Ok(())
+}
+
+fn show(cmd: &Command) -> String {
+    let mut s = cmd.get_program().to_string_lossy().into_owned();
+    for a in cmd.get_args() {
+        s.push(' ');
+        s.push_str(&a.to_string_lossy());
+    }
+    s
+}
+
+fn python3() -> String {
+    std::env::var("PYTHON").unwrap_or_else(|_| "python3".into())
+}
+
+/// The project's virtualenv (`.venv`, seeing the system's site-packages so the
+/// machine's pytest and maturin serve), with the extension built in the dev profile.
+pub(crate) fn venv() -> Result<PathBuf> {
+    let root = workspace_root();
+    let venv = root.join(".venv");
+    let py = venv.join("bin").join("python");
+    if !py.exists() {
+        run(Command::new(python3()).args(["-m", "venv", "--system-site-packages"]).arg(&venv))?;
+    }
+    // What the tests import beyond the standard library.
+    let missing = Command::new(&py)
+        .args(["-c", "import pytest, numpy"])
+        .stderr(std::process::Stdio::null())
+        .status()
+        .map(|s| !s.success())
+        .unwrap_or(true);
+    if missing {
+        run(Command::new(&py).args(["-m", "pip", "install", "--quiet", "pytest", "numpy"]))?;
+    }
+    // maturin: the venv's own, else the machine's, else install it into the venv.
+    let mut maturin = venv.join("bin").join("maturin");
+    if !maturin.exists() {
+        maturin = match which("maturin") {
+            Some(m) => m,
+            None => {
+                run(Command::new(&py).args(["-m", "pip", "install", "--quiet", "maturin"]))?;
+                venv.join("bin").join("maturin")
+            }
+        };
+    }
+    run(Command::new(&maturin)
+        .args(["develop", "--quiet"])
+        .current_dir(&root)
+        .env("VIRTUAL_ENV", &venv)
+        .env_remove("CONDA_PREFIX"))?;
+    Ok(py)
+}
+
+pub(crate) fn test(args: Vec<String>) -> Result<()> {
+    let dist = crate::dist::dist()?;
+    let root = workspace_root();
+    let py = venv()?;
+    crate::dist::precompile(&dist, &py)?;
+    let mut cargo = Command::new(std::env::var("CARGO").unwrap_or_else(|_| "cargo".into()));
+    cargo
+        .args(["test", "--workspace"])
+        .args(&args)
+        .env("WASI_PYTHON_ARTIFACTS", &dist)
+        .current_dir(&root);
+    run(&mut cargo)?;
+    run(Command::new(&py)
+        .args(["-m", "pytest", "-q", "-p", "no:cacheprovider", "tests/python", "guest/tests"])
+        .current_dir(&root))?;
+    Ok(())
+}
+
+pub(crate) fn bench(args: Vec<String>) -> Result<()> {
+    let dist = crate::dist::dist()?;
+    let root = workspace_root();
+    let quick = ["--warm-up-time", "1", "--measurement-time", "3"];
+    let mut cargo = Command::new(std::env::var("CARGO").unwrap_or_else(|_| "cargo".into()));
+    cargo
+        .args(["bench", "--workspace", "--"])
+        .args(if args.is_empty() { &quick[..] } else { &[][..] })
+        .args(&args)
+        .env("WASI_PYTHON_ARTIFACTS", &dist)
+        .current_dir(&root);
+    run(&mut cargo)?;
+    let py = venv()?;
+    run(Command::new(&py).arg("tests/bench/api_bench.py").current_dir(&root))
+}
+
+pub(crate) fn demo() -> Result<()> {
+    let dist = crate::dist::dist()?;
+    let py = venv()?;
+    crate::dist::precompile(&dist, &py)?;
+    run(Command::new(&py).arg("examples/demo.py").current_dir(workspace_root()))
+}
+
+fn which(name: &str) -> Option<PathBuf> {
+    std::env::split_paths(&std::env::var_os("PATH")?)
+        .map(|d| d.join(name))
+        .find(|p| p.is_file())
+}
