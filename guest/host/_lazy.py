@@ -97,11 +97,22 @@ def bind_error(tool, args, kwargs):
 
     if len(args) > len(tool.positional):
         return error("too many positional arguments")
+    if "$bytes" in kwargs:
+        return error(
+            "got the keyword argument '$bytes', which the protocol keeps for bytes"
+        )
     taken = tool.positional[: len(args)]
     for name, kind, _, default in tool.params:
         if name in taken:
-            if name in kwargs and kind != _POSITIONAL_ONLY:
-                return error(f"multiple values for argument {name!r}")
+            if name in kwargs:
+                if kind != _POSITIONAL_ONLY:
+                    return error(f"multiple values for argument {name!r}")
+                # Python would put the keyword in **kwargs; the call sends every
+                # argument by name, so it cannot carry both.
+                return error(
+                    f"got {name!r} both as a positional-only argument and as a "
+                    "keyword; a tool call cannot carry both"
+                )
         elif kind == _VAR_KEYWORD:
             continue
         elif name in kwargs:
@@ -226,7 +237,7 @@ class Shown:
         return self.text
 
 
-NOT_SENT = Shown("...")  # the default of an optional parameter the schema gives none
+NOT_SENT = Shown("...")  # the default of an optional parameter with none published
 
 
 def signature(tool):
@@ -242,7 +253,10 @@ def signature(tool):
     params = []
     for name, kind, annotation, default in tool.params:
         if kind == _VAR_KEYWORD:
-            params.append(parameter(name, parameter.VAR_KEYWORD))
+            text = annotation if tool.from_meta else None
+            empty = parameter.empty
+            shown = empty if text is None else Shown(text)
+            params.append(parameter(name, parameter.VAR_KEYWORD, annotation=shown))
             continue
         text = annotation if tool.from_meta else schema_text(annotation)
         params.append(

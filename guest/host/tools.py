@@ -85,9 +85,15 @@ def _decode(text):
 
 
 # Parameter kinds, numbered as inspect numbers them, and the two defaults that are
-# not values: required (no default) and "not sent" (optional; the schema gives none).
+# not values: required (no default) and "not sent" (optional, with no default given:
+# "optional": true in "_meta", or an optional property without "default").
 _POSITIONAL_ONLY, _POSITIONAL_OR_KEYWORD, _VAR_KEYWORD = 0, 1, 4
-_META_KINDS = {"positional_only": 0, "positional_or_keyword": 1, "keyword_only": 2}
+_META_KINDS = {
+    "positional_only": 0,
+    "positional_or_keyword": 1,
+    "keyword_only": 2,
+    "var_keyword": 4,
+}
 _REQUIRED = object()
 _NOT_SENT = object()
 
@@ -313,6 +319,7 @@ class _Tool:
         "keywords",
         "required",
         "order",
+        "not_keywords",
         "_signature",
     )
 
@@ -336,20 +343,31 @@ class _Tool:
             self.params, self.returns, doc = meta
             self.doc = schema[2] if doc is None else doc
         positional, keywords, required, var_keyword = [], set(), set(), False
+        order, posonly = [], set()
         for param, kind, _, default in self.params:  # (name, kind, annotation, default)
             if kind == _VAR_KEYWORD:
                 var_keyword = True
                 continue
+            order.append(param)
             if kind <= _POSITIONAL_OR_KEYWORD:
                 positional.append(param)
-            if kind != _POSITIONAL_ONLY:
+            if kind == _POSITIONAL_ONLY:
+                posonly.add(param)
+            else:
                 keywords.add(param)
             if default is _REQUIRED:
                 required.add(param)
         self.positional = tuple(positional)
-        self.keywords = None if var_keyword else keywords  # None: any keyword goes
         self.required = required
-        self.order = tuple(p[0] for p in self.params)
+        self.order = tuple(order)
+        if var_keyword:
+            # Any keyword goes, but for a positional-only name (the call sends every
+            # argument by name, so it could not tell the two apart) and "$bytes".
+            self.keywords = None
+            self.not_keywords = frozenset(posonly | {"$bytes"})
+        else:
+            self.keywords = keywords
+            self.not_keywords = None
 
     def __call__(self, /, *args, **kwargs):
         return _call(self, args, kwargs)
@@ -377,18 +395,22 @@ class _Tool:
                     raise self.bind_error(args, kwargs)
         else:
             bound = kwargs
-        if (
-            kwargs
-            and self.keywords is not None
-            and not self.keywords.issuperset(kwargs)
-        ):
-            raise self.bind_error(args, kwargs)
+        if kwargs:
+            if self.keywords is not None:
+                if not self.keywords.issuperset(kwargs):
+                    raise self.bind_error(args, kwargs)
+            elif not self.not_keywords.isdisjoint(kwargs):
+                raise self.bind_error(args, kwargs)
         if not bound.keys() >= self.required:
             raise self.bind_error(args, kwargs)
-        if len(kwargs) > 1 and self.keywords is not None:
+        if len(kwargs) > 1:
             # Keywords come after the positional arguments in parameter order;
-            # among themselves they may not.
-            bound = {n: bound[n] for n in self.order if n in bound}
+            # among themselves they may not. Extra keywords (**kwargs) follow the
+            # parameters, in the order the caller gave them.
+            ordered = {n: bound[n] for n in self.order if n in bound}
+            if len(ordered) != len(bound):
+                ordered.update(bound)
+            bound = ordered
         return bound
 
     def bind_error(self, args, kwargs):
@@ -413,7 +435,11 @@ def _param_name(name):
 def _from_meta(descriptor):
     """(params, returns, doc) from the descriptor's "_meta": {"python": ...}, or None.
 
-    None when it is absent or malformed: the schema then gives the signature."""
+    Each param is {"name", "kind", "annotation"?, "default"?, "optional"?}: kind is
+    positional_only, positional_or_keyword, keyword_only or var_keyword (**name, last);
+    no "default" means required, unless "optional" is true (then shown as `= ...`
+    and not sent unless passed). None when it is absent or malformed: the schema
+    then gives the signature."""
     meta = descriptor.get("_meta")
     python = meta.get("python") if type(meta) is dict else None
     if type(python) is not dict:
@@ -433,13 +459,23 @@ def _from_meta(descriptor):
         if not _param_name(name) or name in seen or type(kind) is not str:
             return None
         kind = _META_KINDS.get(kind)
+        optional = p.get("optional", False)
         if (
             kind is None
             or kind < last
+            or last == _VAR_KEYWORD  # **kwargs comes last, and once
             or (annotation is not None and type(annotation) is not str)
+            or (optional is not True and optional is not False)
         ):
             return None
-        default = _copy(p["default"]) if "default" in p else _REQUIRED
+        if "default" in p:
+            if kind == _VAR_KEYWORD:  # **kwargs has no default
+                return None
+            default = _copy(p["default"])
+        elif optional and kind != _VAR_KEYWORD:
+            default = _NOT_SENT  # may be left out; then it is not sent
+        else:
+            default = _REQUIRED
         if kind <= _POSITIONAL_OR_KEYWORD:  # Python's rule: no required after a default
             if default is not _REQUIRED:
                 defaulted = True

@@ -2,16 +2,20 @@
 
 from __future__ import annotations
 
+import inspect
+import json
 import math
 import os
 import threading
 from pathlib import Path
-from typing import Any, Iterable, Mapping, Optional, Sequence
+from typing import Any, Callable, Iterable, Mapping, Optional, Sequence
 
+from . import _door
 from . import _wasi_python as _ext
+from ._tools import _as_tools
 from ._types import Completed, Grant
 
-__all__ = ["run", "artifacts", "ArtifactsMissing", "DEFAULTS"]
+__all__ = ["run", "artifacts", "ArtifactsMissing", "DEFAULTS", "TOOL_DEFAULTS"]
 
 ArtifactsMissing = _ext.ArtifactsMissing
 
@@ -139,18 +143,65 @@ class _CancelWatch:
         self._done.set()
 
 
+def _check_cancel(cancel: Any) -> None:
+    if cancel is None or isinstance(cancel, _ext.CancelToken):
+        return
+    if not callable(getattr(cancel, "is_set", None)):
+        raise TypeError("cancel must be a threading.Event or have is_set()")
+
+
 def _cancel_token(cancel: Any) -> tuple[Any, Optional[_CancelWatch]]:
     if cancel is None:
         return None, None
     if isinstance(cancel, _ext.CancelToken):
         return cancel, None
-    if not callable(getattr(cancel, "is_set", None)):
-        raise TypeError("cancel must be a threading.Event or have is_set()")
     token = _ext.CancelToken()
     if cancel.is_set():
         token.cancel()
         return token, None
     return token, _CancelWatch(cancel, token)
+
+
+class _Unset:
+    def __repr__(self) -> str:
+        return "<default>"
+
+
+_UNSET = _Unset()
+#: The tool door's default limits.
+TOOL_DEFAULTS: Mapping[str, Any] = {"max_tool_calls": 1000, "max_tool_request_bytes": 16 << 20}
+
+
+def _tool_arg(t: Any) -> tuple[str, str, str, bool, list[str], Optional[float]]:
+    return (
+        t.name,
+        json.dumps(t.descriptor(), ensure_ascii=False, separators=(",", ":"), allow_nan=False),
+        json.dumps(t.input_schema, ensure_ascii=False, allow_nan=False),
+        bool(t.validates_input),
+        list(t.fixed),
+        t.timeout_s,
+    )
+
+
+def _door_args(tools: Any, gate: Any, max_calls: Any, max_bytes: Any, host: Any) -> Optional[tuple[list[Any], Any, Optional[int], Optional[int]]]:
+    """Checks the door's arguments (the guide's "Know what run refuses"), before any work."""
+    if host is not None:
+        if tools is not None:
+            raise TypeError("host= and tools= together: the host has one channel to the guest; pass host= for a raw host function or tools= for the protocol")
+        if not callable(host):
+            raise TypeError("host must be a callable taking bytes and returning bytes")
+        if inspect.iscoroutinefunction(host) or inspect.iscoroutinefunction(getattr(type(host), "__call__", None)):
+            raise TypeError("host= cannot be an async def: serve it as a tool instead")
+    if tools is None:
+        for name, value in (("gate", gate), ("max_tool_calls", max_calls), ("max_tool_request_bytes", max_bytes)):
+            if value is not None and value is not _UNSET:
+                raise TypeError(f"{name}= without tools=: it bounds tool calls, and this run offers none")
+        return None
+    tool_list = _as_tools(tools)
+    _door.check_gate(gate)
+    frames = TOOL_DEFAULTS["max_tool_calls"] if max_calls is _UNSET else _check_int("max_tool_calls", max_calls, minimum=1, optional=True)
+    req = TOOL_DEFAULTS["max_tool_request_bytes"] if max_bytes is _UNSET else _check_int("max_tool_request_bytes", max_bytes, minimum=1, optional=True)
+    return tool_list, gate, frames, req
 
 
 def run(
@@ -164,6 +215,10 @@ def run(
     output_bytes: int = DEFAULTS["output_bytes"],
     fuel: Optional[int] = None,
     cancel: Any = None,
+    tools: Optional[Iterable[Any]] = None,
+    gate: Optional[Callable[[Any], Any]] = None,
+    max_tool_calls: Optional[int] | _Unset = _UNSET,
+    max_tool_request_bytes: Optional[int] | _Unset = _UNSET,
     host: Any = None,
 ) -> Completed:
     """Runs a CPython command line in the sandbox and returns how it ended.
@@ -173,6 +228,11 @@ def run(
     to read the program from ``stdin``. Nothing the guest does makes ``run`` raise:
     exits, exceptions, traps and exhausted limits are all a ``Completed``.
     Bad arguments raise TypeError or ValueError naming the parameter, before any work.
+
+    ``tools=`` offers host functions to the guest (``from host import tools``); ``gate=``
+    is called before each tool call; ``max_tool_calls`` (default 1,000 frames, the
+    discovery frame included) and ``max_tool_request_bytes`` (default 16 MiB) bound
+    the door, None meaning no limit. ``host=`` is a raw door instead: bytes in, bytes out.
     """
     args = _check_argv(argv)
     stdin_b = _check_stdin(stdin)
@@ -182,15 +242,32 @@ def run(
     deadline = _check_seconds("deadline_s", deadline_s)
     out_cap = _check_int("output_bytes", output_bytes)
     fuel_cap = _check_int("fuel", fuel, minimum=1, optional=True)
-    if host is not None and not callable(host):
-        raise TypeError("host must be a callable taking bytes and returning bytes")
+    door = _door_args(tools, gate, max_tool_calls, max_tool_request_bytes, host)
+    _check_cancel(cancel)
     where = str(artifacts())
+    if door is not None and _ext.check_artifacts(where) is None:
+        raise ArtifactsMissing(
+            f"the guest artifacts in {where} predate the tool protocol, so tools= cannot be served; "
+            f"run `{_FIX}` to lay out a current set"
+        )
     token, watch = _cancel_token(cancel)
+    dispatcher = None
     try:
-        d = _ext.run(where, args, stdin_b, env_l, grants_l, memory, deadline, out_cap, fuel_cap, token, host)
+        if door is None:
+            d = _ext.run(where, args, stdin_b, env_l, grants_l, memory, deadline, out_cap, fuel_cap, token, host)
+        else:
+            tool_list, gate_fn, frames, req_bytes = door
+            dispatcher = _door.Dispatcher(tool_list, gate_fn)
+            d = _ext.run(
+                where, args, stdin_b, env_l, grants_l, memory, deadline, out_cap, fuel_cap, token, None,
+                [_tool_arg(t) for t in tool_list], dispatcher, frames, req_bytes,
+            )
     finally:
         if watch is not None:
             watch.stop()
+        if dispatcher is not None:
+            dispatcher.close()
+    record = d.get("tools")
     return Completed(
         exit_code=d["exit_code"],
         stdout=d["stdout"],
@@ -199,4 +276,5 @@ def run(
         truncated=tuple(d["truncated"]),
         fuel_used=d["fuel_used"],
         duration_s=d["duration_s"],
+        tools=_door.ToolRecord._from_ext(record) if record is not None else None,
     )

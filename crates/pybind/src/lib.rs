@@ -8,6 +8,7 @@ use pyo3::prelude::*;
 mod convert;
 mod errors;
 mod run;
+mod tool_host;
 
 #[pymodule]
 fn _wasi_python(m: &Bound<'_, PyModule>) -> PyResult<()> {
@@ -16,6 +17,7 @@ fn _wasi_python(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(run::run, m)?)?;
     m.add_function(wrap_pyfunction!(run::check_artifacts, m)?)?;
     m.add_function(wrap_pyfunction!(run::precompile, m)?)?;
+    m.add_function(wrap_pyfunction!(run::check_schema, m)?)?;
     m.add("WASMTIME_VERSION", wasi_python_runtime::WASMTIME_VERSION)?;
     Ok(())
 }

@@ -12,7 +12,10 @@ use wasi_python_runtime::{
     Artifacts, CallContext, DoorAnswer, Flavour, Grant, RunConfig, Runtime,
 };
 
-use crate::{convert, errors};
+use wasi_python_runtime::ToolDoor;
+use wasi_python_runtime::schema::{InputSchema, Options};
+
+use crate::{convert, errors, tool_host};
 
 /// One runtime per artifact folder, for the life of the process: the compiled
 /// guest is loaded once.
@@ -89,8 +92,17 @@ impl wasi_python_runtime::Door for PyDoor {
 /// How often a waiting `run` looks at Python's signals (Ctrl-C).
 const SIGNAL_POLL: Duration = Duration::from_millis(10);
 
+/// Checks a tool's input schema against the protocol's subset; ValueError says why not.
 #[pyfunction]
-#[pyo3(signature = (artifacts, argv, stdin, env, grants, memory_bytes, deadline_s, output_bytes, fuel, cancel, host))]
+pub(crate) fn check_schema(schema_json: &str, validates_input: bool) -> PyResult<()> {
+    let schema = convert::json_arg(schema_json, "the input schema")?;
+    InputSchema::compile(&schema, Options { validates_input })
+        .map(|_| ())
+        .map_err(|e| pyo3::exceptions::PyValueError::new_err(format!("input schema: {e}")))
+}
+
+#[pyfunction]
+#[pyo3(signature = (artifacts, argv, stdin, env, grants, memory_bytes, deadline_s, output_bytes, fuel, cancel, host, tools=None, dispatcher=None, max_frames=None, max_request_bytes=None))]
 #[expect(clippy::too_many_arguments, reason = "mirrors the keyword arguments of wasi_python.run")]
 pub(crate) fn run<'py>(
     py: Python<'py>,
@@ -105,6 +117,10 @@ pub(crate) fn run<'py>(
     fuel: Option<u64>,
     cancel: Option<PyRef<'py, CancelToken>>,
     host: Option<Py<PyAny>>,
+    tools: Option<Vec<tool_host::ToolArg>>,
+    dispatcher: Option<Py<PyAny>>,
+    max_frames: Option<u64>,
+    max_request_bytes: Option<u64>,
 ) -> PyResult<Bound<'py, PyDict>> {
     let rt = runtime_for(artifacts).map_err(errors::to_py)?;
     let token = cancel.map(|c| c.inner.clone()).unwrap_or_default();
@@ -128,6 +144,19 @@ pub(crate) fn run<'py>(
     if let Some(h) = host {
         cfg = cfg.door(Arc::new(PyDoor(h)));
     }
+    let door = match (tools, dispatcher) {
+        (Some(tools), Some(dispatcher)) => {
+            let door = ToolDoor::new(
+                tool_host::specs(tools)?,
+                Arc::new(tool_host::PyToolHost { dispatcher }),
+                tool_host::limits(max_frames, max_request_bytes),
+            )
+            .map_err(|e| pyo3::exceptions::PyValueError::new_err(e.to_string()))?;
+            cfg = cfg.door(Arc::new(door.clone()));
+            Some(door)
+        }
+        _ => None,
+    };
     let handle = py.detach(|| rt.start(cfg)).map_err(errors::to_py)?;
     let result = loop {
         if let Some(r) = py.detach(|| handle.wait_timeout(SIGNAL_POLL)) {
@@ -141,5 +170,9 @@ pub(crate) fn run<'py>(
         }
     };
     let done = result.map_err(errors::to_py)?;
-    convert::completed(py, &done)
+    let d = convert::completed(py, &done)?;
+    if let Some(door) = door {
+        d.set_item("tools", convert::record(py, &door.record())?)?;
+    }
+    Ok(d)
 }

@@ -23,6 +23,7 @@ pub struct Artifacts {
     stdlib_dir: PathBuf,
     stdlib_name: String,
     mpl_data: Option<PathBuf>,
+    guest_path: Option<String>,
     python: String,
     protocol: Option<u32>,
 }
@@ -63,8 +64,8 @@ impl Artifacts {
                 "MANIFEST does not start with {MANIFEST_MAGIC:?}: not a set laid out by `{DIST_COMMAND}`"
             )));
         }
-        let (mut module, mut sha, mut stdlib, mut mpl, mut python, mut protocol) =
-            (None, None, None, None, None, None);
+        let (mut module, mut sha, mut stdlib, mut mpl, mut python, mut protocol, mut guest) =
+            (None, None, None, None, None, None, None);
         for line in lines {
             let mut words = line.split_whitespace();
             match (words.next(), words.next(), words.next()) {
@@ -74,6 +75,7 @@ impl Artifacts {
                 }
                 (Some("stdlib"), Some(file), _) => stdlib = Some(file.to_owned()),
                 (Some("mpl-data"), Some(d), _) => mpl = Some(d.to_owned()),
+                (Some("guest"), Some(d), _) => guest = Some(d.to_owned()),
                 (Some("python"), Some(v), _) => python = Some(v.to_owned()),
                 (Some("protocol"), Some(v), _) => {
                     protocol = Some(v.parse().map_err(|_| {
@@ -108,7 +110,24 @@ impl Artifacts {
             .parent()
             .map(Path::to_path_buf)
             .ok_or_else(|| invalid("the stdlib zip has no folder".into()))?;
+        // Our guest package sits beside the stdlib zip, so the guest reaches it under
+        // /usr/local/lib; the runtime puts it first on sys.path.
+        let guest_path = match guest {
+            Some(g) => {
+                let rel = dir
+                    .join(&g)
+                    .strip_prefix(&stdlib_dir)
+                    .map(|r| r.to_string_lossy().into_owned())
+                    .map_err(|_| invalid(format!("the guest package {g:?} is not beside the stdlib zip")))?;
+                if !dir.join(&g).join("host").is_dir() {
+                    return Err(missing(&format!("{g}/host")));
+                }
+                Some(format!("/usr/local/lib/{rel}"))
+            }
+            None => None,
+        };
         Ok(Artifacts {
+            guest_path,
             module_sha256: sha.unwrap_or_default(),
             module: module_path,
             stdlib_dir,
@@ -143,6 +162,10 @@ impl Artifacts {
     }
     pub(crate) fn stdlib_name(&self) -> &str {
         &self.stdlib_name
+    }
+    /// Where the guest finds our `host` package, if the set carries it.
+    pub(crate) fn guest_path(&self) -> Option<&str> {
+        self.guest_path.as_deref()
     }
     pub(crate) fn mpl_data(&self) -> Option<&Path> {
         self.mpl_data.as_deref()

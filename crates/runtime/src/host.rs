@@ -27,6 +27,13 @@ pub(crate) fn add_to_linker(linker: &mut Linker<HostState>) -> wasmtime::Result<
     wasmtime_wasi::p1::add_to_linker_sync(linker, |s: &mut HostState| &mut s.wasi)?;
     linker.allow_shadowing(true);
     linker.func_wrap("wasi_snapshot_preview1", "poll_oneoff", poll_oneoff)?;
+    // wasmtime-wasi refuses exit statuses of 126 and above (a shell convention);
+    // CPython's `os._exit(200)` is a plain exit, so every status ends the run as one.
+    linker.func_wrap(
+        "wasi_snapshot_preview1",
+        "proc_exit",
+        |status: i32| -> wasmtime::Result<()> { Err(wasmtime::Error::new(wasmtime_wasi::I32Exit(status))) },
+    )?;
     linker.allow_shadowing(false);
     linker.func_wrap("host", "call", door_call)?;
     Ok(())

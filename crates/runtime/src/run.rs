@@ -18,6 +18,29 @@ use crate::{Artifacts, CancelToken, Error, RunConfig};
 /// The guest's `sys.executable`, fixed in the binary.
 const ARGV0: &str = "/usr/local/bin/python.wasm";
 
+/// The program the `run` export is given: it runs the caller's command line through
+/// the reactor's own command-line runner (`_reactor.run`, exactly what the export
+/// does), then does what finalisation does that a guest can observe (atexit
+/// handlers, `__main__` torn down so unclosed files flush, streams flushed), and
+/// ends with `os._exit`, skipping CPython's ~20 ms interpreter teardown: the store is
+/// dropped anyway. `{PATH}` is our guest package's folder, put first on sys.path.
+const BOOT: &str = "\
+import sys, os, _reactor
+{PATH}c = _reactor.run([sys.executable, *sys.argv[1:]], dict(os.environ))
+import atexit, gc
+atexit._run_exitfuncs()
+m = sys.modules.get('__main__')
+if m is not None and m.__dict__ is not globals():
+    m.__dict__.clear()
+gc.collect()
+for s in (sys.stdout, sys.stderr):
+    try:
+        s.flush()
+    except Exception:
+        pass
+os._exit(c)
+";
+
 /// How a run ended when it did not end by itself.
 #[derive(Debug, Clone, PartialEq, Eq)]
 #[non_exhaustive]
@@ -249,8 +272,14 @@ fn run_on_this_thread(
     let mono_origin = Instant::now();
     let mut b = WasiCtxBuilder::new();
     b.allow_blocking_current_thread(true);
-    let mut args = Vec::with_capacity(config.argv.len() + 1);
+    let path = match artifacts.guest_path() {
+        Some(p) => format!("sys.path.insert(0, {p:?})\n"),
+        None => String::new(),
+    };
+    let mut args = Vec::with_capacity(config.argv.len() + 3);
     args.push(ARGV0.to_owned());
+    args.push("-c".to_owned());
+    args.push(BOOT.replace("{PATH}", &path));
     args.extend(config.argv.iter().cloned());
     b.args(&args)
         .envs(&env)
@@ -376,11 +405,12 @@ pub(crate) fn classify(e: &wasmtime::Error) -> (Option<i32>, Option<Trapped>) {
         };
         return (None, Some(t));
     }
-    let text = format!("{e}");
+    let text = format!("{:#}", e.root_cause());
     if text.contains("exceeds memory limits") || text.contains("memory minimum size") {
         return (None, Some(Trapped::Memory));
     }
-    (None, Some(Trapped::Other(text.lines().next().unwrap_or("").to_owned())))
+    let line = text.lines().map(str::trim).find(|l| !l.is_empty()).unwrap_or("unknown");
+    (None, Some(Trapped::Other(line.to_owned())))
 }
 
 /// `Trap::IntegerDivisionByZero` -> "integer division by zero".

@@ -1,0 +1,87 @@
+//! `ToolHost` over the Python package's dispatcher (gate, tool, async loop, contextvars).
+
+use std::time::Duration;
+
+use pyo3::prelude::*;
+use pyo3::types::{PyString, PyTuple};
+use wasi_python_runtime::budget::Limits as BudgetLimits;
+use wasi_python_runtime::{CancelToken, Invocation, ToolHost, ToolOutput, ToolSpec};
+
+use crate::convert;
+use crate::run::CancelToken as PyCancelToken;
+
+/// One tool as the package hands it over:
+/// (name, descriptor JSON, input schema JSON, validates_input, fixed keywords, timeout_s).
+pub(crate) type ToolArg = (String, String, String, bool, Vec<String>, Option<f64>);
+
+pub(crate) fn specs(tools: Vec<ToolArg>) -> PyResult<Vec<ToolSpec>> {
+    tools
+        .into_iter()
+        .map(|(name, descriptor, schema, validates_input, fixed, timeout_s)| {
+            let schema = convert::json_arg(&schema, "an input schema")?;
+            ToolSpec::new(name, descriptor, &schema, validates_input, fixed, timeout_s.map(Duration::from_secs_f64))
+                .map_err(|e| pyo3::exceptions::PyValueError::new_err(e.to_string()))
+        })
+        .collect()
+}
+
+pub(crate) fn limits(max_frames: Option<u64>, max_request_bytes: Option<u64>) -> BudgetLimits {
+    BudgetLimits {
+        max_frames,
+        max_request_bytes,
+        ..BudgetLimits::default()
+    }
+}
+
+/// Calls `dispatcher.invoke(index, seq, name, args, request_bytes, cancel)`, which
+/// answers `(status, payload, fault)`; the result is converted to JSON here, on the
+/// tool's thread.
+pub(crate) struct PyToolHost {
+    pub(crate) dispatcher: Py<PyAny>,
+}
+
+fn fault_of(py: Python<'_>, e: &PyErr) -> String {
+    let ty = e
+        .get_type(py)
+        .name()
+        .map(|n| n.to_string())
+        .unwrap_or_else(|_| "Exception".into());
+    let msg = e.value(py).str().map(|s| s.to_string()).unwrap_or_default();
+    match msg.lines().next() {
+        Some(line) if !line.is_empty() => format!("{ty}: {line}"),
+        _ => ty,
+    }
+}
+
+impl ToolHost for PyToolHost {
+    fn invoke(&self, call: Invocation, cancel: &CancelToken) -> ToolOutput {
+        Python::attach(|py| {
+            let result = (|| -> PyResult<ToolOutput> {
+                let args = convert::map_to_dict(py, &call.args)?;
+                let token = Py::new(py, PyCancelToken { inner: cancel.clone() })?;
+                let out = self.dispatcher.bind(py).call_method1(
+                    "invoke",
+                    (call.tool, call.seq, &call.name, args, call.request_bytes, token),
+                )?;
+                let out = out.cast::<PyTuple>()?;
+                let status: String = out.get_item(0)?.extract()?;
+                let payload = out.get_item(1)?;
+                let fault: Option<String> = out.get_item(2)?.extract()?;
+                let text = |p: &Bound<'_, PyAny>| -> String {
+                    p.cast::<PyString>().map(|s| s.to_string()).unwrap_or_default()
+                };
+                Ok(match status.as_str() {
+                    "ok" => match convert::py_to_value(&payload) {
+                        Ok(v) => ToolOutput::Ok(v),
+                        Err(why) => ToolOutput::Internal { fault: format!("TypeError: {why}") },
+                    },
+                    "denied" => ToolOutput::Denied { message: text(&payload), fault },
+                    "error" => ToolOutput::Error { message: text(&payload) },
+                    "cancelled" => ToolOutput::Cancelled,
+                    _ => ToolOutput::Internal { fault: fault.unwrap_or_else(|| "unknown failure".into()) },
+                })
+            })();
+            result.unwrap_or_else(|e| ToolOutput::Internal { fault: fault_of(py, &e) })
+        })
+    }
+}

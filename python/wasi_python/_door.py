@@ -1,0 +1,215 @@
+"""The Python side of one tool call: gate, tool, async loop, contextvars; and the record.
+
+The runtime (Rust) decodes, budgets, validates and bounds each call, then calls
+`Dispatcher.invoke` on a new thread with the GIL held. What it answers is
+``(status, payload, fault)``:
+
+- ``("ok", result, None)``: the result, converted to JSON by the runtime on this thread;
+- ``("denied", message, fault)``: the gate refused (``fault`` when the gate itself failed);
+- ``("error", message, None)``: the tool raised ToolError; its message crosses;
+- ``("internal", None, fault)``: anything else; only "<tool> failed (internal error)"
+  crosses, ``fault`` ("Type: first line") stays in the record;
+- ``("cancelled", None, None)``: the call ended (timeout, cancel) while an async tool
+  awaited; it was cancelled at its await.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import concurrent.futures
+import contextvars
+import copy
+import inspect
+import threading
+from dataclasses import dataclass
+from typing import Any, Callable, Optional, Sequence
+
+from ._tools import Tool, ToolCall, ToolDenied, ToolError
+
+__all__ = ["ToolOutcome", "ToolRecord", "Dispatcher"]
+
+
+@dataclass(frozen=True, slots=True)
+class ToolOutcome:
+    """One frame the guest sent, and how it was answered."""
+
+    seq: int
+    op: str  # "list", "call", or "unknown" for a frame that could not be read
+    tool: Optional[str]
+    outcome: str  # "ok", or the error kind the guest read
+    message: Optional[str]  # what the guest read; None for "ok"
+    request_bytes: int
+    response_bytes: int
+    fault: Optional[str]  # host-side detail, never sent: "Type: first line"
+    abandoned: bool  # answered while the tool ran on
+
+
+@dataclass(frozen=True, slots=True)
+class ToolRecord:
+    """What happened at the door during a run.
+
+    - ``frames``: every frame counted;
+    - ``outcomes``: the first 1,000 frames, in order;
+    - ``unlisted``: the frames counted but not listed;
+    - ``abandoned``: every call answered while its tool ran on.
+    """
+
+    frames: int
+    outcomes: tuple[ToolOutcome, ...]
+    unlisted: int
+    abandoned: tuple[ToolOutcome, ...]
+
+    @classmethod
+    def _from_ext(cls, d: dict[str, Any]) -> "ToolRecord":
+        return cls(
+            frames=d["frames"],
+            outcomes=tuple(ToolOutcome(*o) for o in d["outcomes"]),
+            unlisted=d["unlisted"],
+            abandoned=tuple(ToolOutcome(*o) for o in d["abandoned"]),
+        )
+
+
+def _fault(e: BaseException) -> str:
+    text = str(e).split("\n", 1)[0]
+    name = type(e).__name__
+    return f"{name}: {text}" if text else name
+
+
+def _is_async_callable(fn: Any) -> bool:
+    if inspect.iscoroutinefunction(fn) or inspect.isasyncgenfunction(fn):
+        return True
+    call = getattr(type(fn), "__call__", None)
+    return call is not None and inspect.iscoroutinefunction(call)
+
+
+def check_gate(gate: Any) -> None:
+    """Refuses what cannot be a gate, before any work."""
+    if gate is None:
+        return
+    if not callable(gate):
+        raise TypeError(f"gate must be a callable taking a ToolCall, not {type(gate).__name__}")
+    if inspect.isasyncgenfunction(gate) or inspect.isasyncgenfunction(getattr(type(gate), "__call__", None)):
+        raise TypeError("gate must not be an async generator function")
+
+
+class _OwnLoop:
+    """An event loop on a thread of its own, for one run's async tools and gates."""
+
+    def __init__(self) -> None:
+        self.loop = asyncio.new_event_loop()
+        self._thread = threading.Thread(target=self.loop.run_forever, name="wasi-python-tools-loop", daemon=True)
+        self._thread.start()
+
+    def close(self) -> None:
+        loop = self.loop
+
+        def _stop() -> None:
+            for task in asyncio.all_tasks(loop):
+                task.cancel()
+            loop.stop()
+
+        loop.call_soon_threadsafe(_stop)
+        self._thread.join(timeout=1.0)
+        if not self._thread.is_alive():
+            loop.close()
+
+
+class Dispatcher:
+    """Runs one run's gate and tools. Made per run; closed when the run ends."""
+
+    def __init__(self, tools: Sequence[Tool], gate: Optional[Callable[[ToolCall], Any]], loop: Optional[asyncio.AbstractEventLoop] = None) -> None:
+        self._tools = list(tools)
+        self._gate = gate
+        self._context = contextvars.copy_context()
+        self._loop = loop
+        self._own: Optional[_OwnLoop] = None
+        self._lock = threading.Lock()
+
+    def close(self) -> None:
+        if self._own is not None:
+            self._own.close()
+            self._own = None
+
+    def _event_loop(self) -> asyncio.AbstractEventLoop:
+        if self._loop is not None:
+            return self._loop
+        with self._lock:
+            if self._own is None:
+                self._own = _OwnLoop()
+            return self._own.loop
+
+    def _await(self, awaitable: Any, context: contextvars.Context, cancel: Any) -> Any:
+        """Awaits on the run's loop; cancels the task at its next await when the call ends."""
+        loop = self._event_loop()
+        done: concurrent.futures.Future[Any] = concurrent.futures.Future()
+
+        async def _wrap() -> Any:
+            return await awaitable
+
+        def _start() -> None:
+            task = loop.create_task(_wrap(), context=context)
+
+            def _finish(t: asyncio.Task[Any]) -> None:
+                if t.cancelled():
+                    done.cancel()
+                elif t.exception() is not None:
+                    done.set_exception(t.exception())  # type: ignore[arg-type]
+                else:
+                    done.set_result(t.result())
+
+            task.add_done_callback(_finish)
+            holder.append(task)
+
+        holder: list[asyncio.Task[Any]] = []
+        loop.call_soon_threadsafe(_start)
+        while True:
+            try:
+                return done.result(timeout=0.005)
+            except concurrent.futures.TimeoutError:
+                if cancel.is_cancelled():
+                    loop.call_soon_threadsafe(lambda: [t.cancel() for t in holder])
+                    raise _Cancelled() from None
+
+    def invoke(self, index: int, seq: int, name: str, args: dict[str, Any], request_bytes: int, cancel: Any) -> tuple[str, Any, Optional[str]]:
+        context = self._context.copy()
+        return context.run(self._invoke, context, index, seq, name, args, request_bytes, cancel)
+
+    def _invoke(self, context: contextvars.Context, index: int, seq: int, name: str, args: dict[str, Any], request_bytes: int, cancel: Any) -> tuple[str, Any, Optional[str]]:
+        t = self._tools[index]
+        if self._gate is not None:
+            call = ToolCall(seq=seq, tool=name, arguments=copy.deepcopy(args), request_bytes=request_bytes)
+            try:
+                verdict = self._gate(call)
+                if inspect.isawaitable(verdict):
+                    verdict = self._await(verdict, context, cancel)
+            except _Cancelled:
+                return ("cancelled", None, None)
+            except ToolDenied as e:
+                return ("denied", str(e) or f"{name}: the host refused this call", None)
+            except BaseException as e:  # noqa: BLE001 - a failing gate refuses
+                if isinstance(e, (KeyboardInterrupt, SystemExit)):
+                    raise
+                return ("denied", f"{name}: the host refused this call (its gate failed)", _fault(e))
+            if verdict is False:
+                return ("denied", f"{name}: the host refused this call", None)
+            if verdict is not None and verdict is not True:
+                return ("denied", f"{name}: the host refused this call (its gate failed)", f"TypeError: the gate returned {type(verdict).__name__}, not None, True or False")
+        try:
+            result = t.fn(**args)
+            if inspect.isawaitable(result):
+                result = self._await(result, context, cancel)
+        except _Cancelled:
+            return ("cancelled", None, None)
+        except ToolDenied as e:
+            return ("denied", str(e), None)
+        except ToolError as e:
+            return ("error", str(e), None)
+        except BaseException as e:  # noqa: BLE001 - the guest learns only that it failed
+            if isinstance(e, (KeyboardInterrupt, SystemExit)):
+                raise
+            return ("internal", None, _fault(e))
+        return ("ok", result, None)
+
+
+class _Cancelled(Exception):
+    pass
