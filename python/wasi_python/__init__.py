@@ -5,7 +5,22 @@
     b'42\\n'
 """
 
-from ._run import DEFAULTS, ArtifactsMissing, artifacts, run
+from ._async import run_async, set_async_workers
+from ._run import DEFAULTS, TOOL_DEFAULTS, ArtifactsMissing, artifacts, run
+from ._session import Session, SessionBusy, SessionEnded
 from ._types import Completed, Grant
 
-__all__ = ["run", "Completed", "Grant", "artifacts", "ArtifactsMissing", "DEFAULTS"]
+__all__ = [
+    "run",
+    "run_async",
+    "Session",
+    "SessionEnded",
+    "SessionBusy",
+    "Completed",
+    "Grant",
+    "artifacts",
+    "ArtifactsMissing",
+    "set_async_workers",
+    "DEFAULTS",
+    "TOOL_DEFAULTS",
+]

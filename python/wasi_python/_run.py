@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import asyncio
 import inspect
 import json
 import math
 import os
 import threading
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable, Iterable, Mapping, Optional, Sequence
 
@@ -130,7 +132,7 @@ class _CancelWatch:
         self._thread.start()
 
     def _watch(self) -> None:
-        wait = getattr(self._cancel, "wait", None)
+        wait = self._cancel.wait if isinstance(self._cancel, threading.Event) else None
         while not self._done.is_set():
             fired = wait(0.005) if wait is not None else self._cancel.is_set()
             if fired:
@@ -144,7 +146,7 @@ class _CancelWatch:
 
 
 def _check_cancel(cancel: Any) -> None:
-    if cancel is None or isinstance(cancel, _ext.CancelToken):
+    if cancel is None or isinstance(cancel, (_ext.CancelToken, asyncio.Event)):
         return
     if not callable(getattr(cancel, "is_set", None)):
         raise TypeError("cancel must be a threading.Event or have is_set()")
@@ -234,6 +236,41 @@ def run(
     discovery frame included) and ``max_tool_request_bytes`` (default 16 MiB) bound
     the door, None meaning no limit. ``host=`` is a raw door instead: bytes in, bytes out.
     """
+    plan = _plan(
+        argv, stdin, env, grants, memory_bytes, deadline_s, output_bytes, fuel, cancel,
+        tools, gate, max_tool_calls, max_tool_request_bytes, host,
+    )
+    token, watch = _cancel_token(cancel)
+    try:
+        return _execute(plan, token, None)
+    finally:
+        if watch is not None:
+            watch.stop()
+
+
+@dataclass(frozen=True)
+class _Plan:
+    """A run's checked arguments, ready for the extension."""
+
+    where: str
+    args: list[str]
+    stdin: bytes
+    env: list[tuple[str, str]]
+    grants: list[tuple[str, str, bool]]
+    memory: int
+    deadline: Optional[float]
+    output: int
+    fuel: Optional[int]
+    host: Any
+    door: Optional[tuple[list[Any], Any, Optional[int], Optional[int]]]
+
+
+def _plan(
+    argv: Any, stdin: Any, env: Any, grants: Any, memory_bytes: Any, deadline_s: Any,
+    output_bytes: Any, fuel: Any, cancel: Any, tools: Any, gate: Any,
+    max_tool_calls: Any, max_tool_request_bytes: Any, host: Any,
+) -> _Plan:
+    """Checks every argument, then finds the artifacts: all before any work."""
     args = _check_argv(argv)
     stdin_b = _check_stdin(stdin)
     env_l = _check_env(env)
@@ -244,29 +281,21 @@ def run(
     fuel_cap = _check_int("fuel", fuel, minimum=1, optional=True)
     door = _door_args(tools, gate, max_tool_calls, max_tool_request_bytes, host)
     _check_cancel(cancel)
+    where = _where(door is not None)
+    return _Plan(where, args, stdin_b, env_l, grants_l, memory, deadline, out_cap, fuel_cap, host, door)
+
+
+def _where(tools: bool) -> str:
     where = str(artifacts())
-    if door is not None and _ext.check_artifacts(where) is None:
+    if tools and _ext.check_artifacts(where) is None:
         raise ArtifactsMissing(
             f"the guest artifacts in {where} predate the tool protocol, so tools= cannot be served; "
             f"run `{_FIX}` to lay out a current set"
         )
-    token, watch = _cancel_token(cancel)
-    dispatcher = None
-    try:
-        if door is None:
-            d = _ext.run(where, args, stdin_b, env_l, grants_l, memory, deadline, out_cap, fuel_cap, token, host)
-        else:
-            tool_list, gate_fn, frames, req_bytes = door
-            dispatcher = _door.Dispatcher(tool_list, gate_fn)
-            d = _ext.run(
-                where, args, stdin_b, env_l, grants_l, memory, deadline, out_cap, fuel_cap, token, None,
-                [_tool_arg(t) for t in tool_list], dispatcher, frames, req_bytes,
-            )
-    finally:
-        if watch is not None:
-            watch.stop()
-        if dispatcher is not None:
-            dispatcher.close()
+    return where
+
+
+def _completed(d: dict[str, Any]) -> Completed:
     record = d.get("tools")
     return Completed(
         exit_code=d["exit_code"],
@@ -278,3 +307,20 @@ def run(
         duration_s=d["duration_s"],
         tools=_door.ToolRecord._from_ext(record) if record is not None else None,
     )
+
+
+def _execute(p: _Plan, token: Any, loop: Optional[asyncio.AbstractEventLoop]) -> Completed:
+    """Runs a planned guest; ``loop`` is where async tools run (None: a loop of the run's own)."""
+    if p.door is None:
+        d = _ext.run(p.where, p.args, p.stdin, p.env, p.grants, p.memory, p.deadline, p.output, p.fuel, token, p.host)
+        return _completed(d)
+    tool_list, gate_fn, frames, req_bytes = p.door
+    dispatcher = _door.Dispatcher(tool_list, gate_fn, loop)
+    try:
+        d = _ext.run(
+            p.where, p.args, p.stdin, p.env, p.grants, p.memory, p.deadline, p.output, p.fuel, token, None,
+            [_tool_arg(t) for t in tool_list], dispatcher, frames, req_bytes,
+        )
+    finally:
+        dispatcher.close()
+    return _completed(d)

@@ -21,3 +21,31 @@ except ImportError:
     _pkg.__path__ = [str(_PYTHON / "wasi_python")]
     sys.modules["wasi_python"] = _pkg
 # --- end shim
+
+
+# --- fixtures (guidetests) ---------------------------------------------------------------
+import pytest  # noqa: E402
+
+
+@pytest.fixture(scope="session")
+def many_calls_run():
+    """One run whose guest makes 1,100 tool calls under ``max_tool_calls=None``: a costly run
+    (~1,100 tool threads), shared by the record and limits tests of the guide."""
+    from wasi_python import run
+    from wasi_python.tools import tool
+
+    calls = []
+
+    @tool
+    def ping(i: int) -> int:
+        """Echoes i."""
+        calls.append(i)
+        return i
+
+    program = (
+        "from host import tools\n"
+        "bad = [i for i in range(1100) if tools.ping(i) != i]\n"
+        "print('done', len(bad))\n"
+    )
+    done = run(["-c", program], tools=[ping], max_tool_calls=None)
+    return done, calls

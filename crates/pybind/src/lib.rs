@@ -8,12 +8,14 @@ use pyo3::prelude::*;
 mod convert;
 mod errors;
 mod run;
+mod session;
 mod tool_host;
 
 #[pymodule]
 fn _wasi_python(m: &Bound<'_, PyModule>) -> PyResult<()> {
     errors::register(m)?;
     m.add_class::<run::CancelToken>()?;
+    m.add_class::<session::SessionHandle>()?;
     m.add_function(wrap_pyfunction!(run::run, m)?)?;
     m.add_function(wrap_pyfunction!(run::check_artifacts, m)?)?;
     m.add_function(wrap_pyfunction!(run::precompile, m)?)?;

@@ -19,7 +19,7 @@ use crate::{convert, errors, tool_host};
 
 /// One runtime per artifact folder, for the life of the process: the compiled
 /// guest is loaded once.
-fn runtime_for(dir: &str) -> Result<Runtime, wasi_python_runtime::Error> {
+pub(crate) fn runtime_for(dir: &str) -> Result<Runtime, wasi_python_runtime::Error> {
     static RUNTIMES: OnceLock<Mutex<HashMap<PathBuf, Runtime>>> = OnceLock::new();
     let map = RUNTIMES.get_or_init(Default::default);
     let key = PathBuf::from(dir);
@@ -90,7 +90,7 @@ impl wasi_python_runtime::Door for PyDoor {
 }
 
 /// How often a waiting `run` looks at Python's signals (Ctrl-C).
-const SIGNAL_POLL: Duration = Duration::from_millis(10);
+pub(crate) const SIGNAL_POLL: Duration = Duration::from_millis(10);
 
 /// Checks a tool's input schema against the protocol's subset; ValueError says why not.
 #[pyfunction]

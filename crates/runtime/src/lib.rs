@@ -28,6 +28,7 @@ mod error;
 mod host;
 mod output;
 mod run;
+mod session;
 mod stop;
 mod tools;
 
@@ -37,6 +38,7 @@ pub use door::{CallContext, Door, DoorAnswer};
 pub use engine::{CACHE_ENV, Flavour, WASMTIME_VERSION, default_cache_dir};
 pub use error::Error;
 pub use run::{Completed, RunHandle, Runtime, Trapped, Truncated};
+pub use session::{Session, SessionEnd, SessionError, SessionLimits, Turn, TurnHandle};
 pub use stop::CancelToken;
 pub use tools::{
     DEADLINE_MARGIN, Invocation, ToolDoor, ToolHost, ToolOutput, ToolSpec, ToolSpecError,

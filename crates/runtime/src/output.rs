@@ -2,7 +2,7 @@
 
 use std::pin::Pin;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::task::{Context, Poll};
 
 use bytes::Bytes;
@@ -20,7 +20,7 @@ pub(crate) struct CappedPipe {
 
 #[derive(Debug)]
 struct Inner {
-    cap: usize,
+    cap: AtomicUsize,
     buf: Mutex<Vec<u8>>,
     truncated: AtomicBool,
 }
@@ -29,7 +29,7 @@ impl CappedPipe {
     pub(crate) fn new(cap: usize) -> Self {
         CappedPipe {
             inner: Arc::new(Inner {
-                cap,
+                cap: AtomicUsize::new(cap),
                 buf: Mutex::new(Vec::new()),
                 truncated: AtomicBool::new(false),
             }),
@@ -38,11 +38,16 @@ impl CappedPipe {
 
     fn push(&self, bytes: &[u8]) {
         let mut buf = self.inner.buf.lock();
-        let room = self.inner.cap.saturating_sub(buf.len());
+        let room = self.inner.cap.load(Ordering::Relaxed).saturating_sub(buf.len());
         if bytes.len() > room {
             self.inner.truncated.store(true, Ordering::Relaxed);
         }
         buf.extend_from_slice(&bytes[..bytes.len().min(room)]);
+    }
+
+    /// Sets the cap for what comes next (a session's turn has its own).
+    pub(crate) fn set_cap(&self, cap: usize) {
+        self.inner.cap.store(cap, Ordering::Relaxed);
     }
 
     /// Takes what was captured so far, and whether anything was dropped.

@@ -141,6 +141,10 @@ impl Runtime {
         &self.inner.artifacts
     }
 
+    pub(crate) fn flavour(&self, flavour: Flavour) -> Result<Arc<engine::Prepared>, Error> {
+        self.inner.flavours.get(&self.inner.artifacts, &self.inner.cache_dir, flavour)
+    }
+
     /// Compiles (or loads from the cache) the guest for `flavour` now, instead of
     /// at the first run that needs it. Returns the cache file.
     pub fn prepare(&self, flavour: Flavour) -> Result<PathBuf, Error> {
@@ -168,7 +172,7 @@ impl Runtime {
         } else {
             Flavour::Plain
         };
-        let prepared = self.inner.flavours.get(&self.inner.artifacts, &self.inner.cache_dir, flavour)?;
+        let prepared = self.flavour(flavour)?;
         let artifacts = self.inner.artifacts.clone();
         let cancel = config.cancel.clone();
         let (tx, rx) = std::sync::mpsc::sync_channel(1);
@@ -219,10 +223,10 @@ impl RunHandle {
 }
 
 /// A private folder that is removed with the run.
-struct TempDir(PathBuf);
+pub(crate) struct TempDir(PathBuf);
 
 impl TempDir {
-    fn new() -> Result<Self, Error> {
+    pub(crate) fn new() -> Result<Self, Error> {
         static COUNTER: AtomicU64 = AtomicU64::new(0);
         let n = COUNTER.fetch_add(1, Ordering::Relaxed);
         let nanos = std::time::SystemTime::now()
@@ -246,13 +250,26 @@ impl Drop for TempDir {
     }
 }
 
-fn run_on_this_thread(
+/// A store ready to instantiate, with what the host keeps of it.
+pub(crate) struct Guest {
+    pub(crate) store: Store<HostState>,
+    pub(crate) stdout: CappedPipe,
+    pub(crate) stderr: CappedPipe,
+    pub(crate) _tmp: TempDir,
+}
+
+/// Builds the store for one run or session: WASI (argv, env, stdin, capped output,
+/// the stdlib, matplotlib's data, a private /tmp, the grants), limits, the epoch
+/// callback and the door.
+pub(crate) fn new_guest(
     prepared: &engine::Prepared,
     artifacts: &Artifacts,
-    config: RunConfig,
-    grants: Vec<(PathBuf, String, bool)>,
-) -> Result<Completed, Error> {
-    let started = Instant::now();
+    config: &RunConfig,
+    grants: &[(PathBuf, String, bool)],
+    args: &[String],
+    stdin: Vec<u8>,
+    deadline: Option<Instant>,
+) -> Result<Guest, Error> {
     let tmp = TempDir::new()?;
     let limits = &config.limits;
     let stdout = CappedPipe::new(limits.output_bytes);
@@ -272,18 +289,9 @@ fn run_on_this_thread(
     let mono_origin = Instant::now();
     let mut b = WasiCtxBuilder::new();
     b.allow_blocking_current_thread(true);
-    let path = match artifacts.guest_path() {
-        Some(p) => format!("sys.path.insert(0, {p:?})\n"),
-        None => String::new(),
-    };
-    let mut args = Vec::with_capacity(config.argv.len() + 3);
-    args.push(ARGV0.to_owned());
-    args.push("-c".to_owned());
-    args.push(BOOT.replace("{PATH}", &path));
-    args.extend(config.argv.iter().cloned());
-    b.args(&args)
+    b.args(args)
         .envs(&env)
-        .stdin(MemoryInputPipe::new(bytes::Bytes::from(config.stdin)))
+        .stdin(MemoryInputPipe::new(bytes::Bytes::from(stdin)))
         .stdout(stdout.clone())
         .stderr(stderr.clone());
     let preopen = |b: &mut WasiCtxBuilder, host: &std::path::Path, guest: &str, perms| {
@@ -300,13 +308,12 @@ fn run_on_this_thread(
         preopen(&mut b, mpl, &guest, FsPerms::ReadOnly)?;
     }
     preopen(&mut b, &tmp.0, "/tmp", FsPerms::ReadWrite)?;
-    for (host, guest, writable) in &grants {
+    for (host, guest, writable) in grants {
         let perms = if *writable { FsPerms::ReadWrite } else { FsPerms::ReadOnly };
         preopen(&mut b, host, guest, perms)?;
     }
     let wasi = b.build_p1();
 
-    let deadline = limits.deadline.map(|d| started + d);
     let state = HostState {
         wasi,
         limits: StoreLimitsBuilder::new()
@@ -326,8 +333,8 @@ fn run_on_this_thread(
     };
     let mut store = Store::new(&prepared.engine, state);
     store.limiter(|s| &mut s.limits);
-    let metered = limits.fuel.is_some();
-    if metered {
+    if limits.fuel.is_some() {
+        // Instantiation may be charged; the cap applies from the first guest code on.
         store
             .set_fuel(u64::MAX)
             .map_err(|e| Error::Internal(format!("{e:#}")))?;
@@ -337,24 +344,61 @@ fn run_on_this_thread(
         None => Ok(UpdateDeadline::Continue(1)),
     });
     store.set_epoch_deadline(1);
-    let _ticking = Ticker::global().activate();
+    Ok(Guest {
+        store,
+        stdout,
+        stderr,
+        _tmp: tmp,
+    })
+}
 
+/// Instantiates, and keeps the memory and allocator the door needs.
+pub(crate) fn instantiate(
+    prepared: &engine::Prepared,
+    store: &mut Store<HostState>,
+) -> wasmtime::Result<wasmtime::Instance> {
+    let instance = prepared.pre.instantiate(&mut *store)?;
+    let memory = instance.get_memory(&mut *store, "memory");
+    let alloc = instance.get_typed_func::<i32, i32>(&mut *store, "host_alloc").ok();
+    store.data_mut().memory = memory;
+    store.data_mut().alloc = alloc;
+    if let Ok(init) = instance.get_typed_func::<(), ()>(&mut *store, "_initialize") {
+        init.call(&mut *store, ())?;
+    }
+    Ok(instance)
+}
+
+fn run_on_this_thread(
+    prepared: &engine::Prepared,
+    artifacts: &Artifacts,
+    config: RunConfig,
+    grants: Vec<(PathBuf, String, bool)>,
+) -> Result<Completed, Error> {
+    let started = Instant::now();
+    let path = match artifacts.guest_path() {
+        Some(p) => format!("sys.path.insert(0, {p:?})\n"),
+        None => String::new(),
+    };
+    let mut args = Vec::with_capacity(config.argv.len() + 3);
+    args.push(ARGV0.to_owned());
+    args.push("-c".to_owned());
+    args.push(BOOT.replace("{PATH}", &path));
+    args.extend(config.argv.iter().cloned());
+    let deadline = config.limits.deadline.map(|d| started + d);
+    let stdin = config.stdin.clone();
+    let Guest { mut store, stdout, stderr, _tmp } =
+        new_guest(prepared, artifacts, &config, &grants, &args, stdin, deadline)?;
+    let _ticking = Ticker::global().activate();
+    let fuel = config.limits.fuel;
     let outcome = (|| -> wasmtime::Result<i32> {
-        let instance = prepared.pre.instantiate(&mut store)?;
-        let memory = instance.get_memory(&mut store, "memory");
-        let alloc = instance.get_typed_func::<i32, i32>(&mut store, "host_alloc").ok();
-        store.data_mut().memory = memory;
-        store.data_mut().alloc = alloc;
-        if let Some(fuel) = limits.fuel {
+        let instance = instantiate(prepared, &mut store)?;
+        if let Some(fuel) = fuel {
             store.set_fuel(fuel)?;
-        }
-        if let Ok(init) = instance.get_typed_func::<(), ()>(&mut store, "_initialize") {
-            init.call(&mut store, ())?;
         }
         let run = instance.get_typed_func::<(), i32>(&mut store, "run")?;
         run.call(&mut store, ())
     })();
-    let fuel_used = match (limits.fuel, store.get_fuel()) {
+    let fuel_used = match (fuel, store.get_fuel()) {
         (Some(cap), Ok(left)) => Some(cap.saturating_sub(left)),
         _ => None,
     };
@@ -365,7 +409,6 @@ fn run_on_this_thread(
     drop(store);
     let (stdout, out_t) = stdout.take();
     let (stderr, err_t) = stderr.take();
-    drop(tmp);
     Ok(Completed {
         exit_code,
         stdout,

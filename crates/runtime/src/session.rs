@@ -1,0 +1,458 @@
+//! Sessions: one interpreter kept across turns, like a notebook.
+//!
+//! The store lives on a session thread of its own (a big native stack, as for runs);
+//! each turn is sent there and answered. A session ends when closed, when it rests
+//! longer than its idle time, when its lifetime passes, when the guest calls `exit()`
+//! or `os._exit()`, or when a turn traps; then every later turn is refused with the
+//! reason.
+
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::mpsc::{self, Receiver, RecvTimeoutError, SyncSender};
+use std::time::{Duration, Instant};
+
+use parking_lot::Mutex;
+use wasmtime::{Instance, TypedFunc};
+
+use crate::engine::{self, Flavour, GUEST_THREAD_STACK};
+use crate::run::{self, Guest};
+use crate::stop::Ticker;
+use crate::{Artifacts, CancelToken, Completed, Error, RunConfig, Runtime, Trapped, Truncated};
+
+/// Why a session ended.
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum SessionEnd {
+    /// [`Session::close`] was called (or the session was dropped).
+    Closed,
+    /// It rested longer than its idle time.
+    Idle,
+    /// Its lifetime passed.
+    Lifetime,
+    /// The guest called `exit()`/`quit()` or `os._exit()`, with this status.
+    Exit(i32),
+    /// A turn trapped.
+    Trapped(Trapped),
+}
+
+impl std::fmt::Display for SessionEnd {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            SessionEnd::Closed => f.write_str("the session was closed"),
+            SessionEnd::Idle => f.write_str("the session rested longer than its idle time"),
+            SessionEnd::Lifetime => f.write_str("the session's lifetime passed"),
+            SessionEnd::Exit(code) => write!(f, "the guest exited the session with status {code}"),
+            SessionEnd::Trapped(t) => write!(f, "a turn trapped ({t}), which ends the session"),
+        }
+    }
+}
+
+impl SessionEnd {
+    /// A short name: "closed", "idle", "lifetime", "exit", or the trap's name.
+    pub fn as_str(&self) -> &str {
+        match self {
+            SessionEnd::Closed => "closed",
+            SessionEnd::Idle => "idle",
+            SessionEnd::Lifetime => "lifetime",
+            SessionEnd::Exit(_) => "exit",
+            SessionEnd::Trapped(t) => t.as_str(),
+        }
+    }
+}
+
+/// Why a turn was not run.
+#[derive(Debug, Clone, thiserror::Error)]
+#[non_exhaustive]
+pub enum SessionError {
+    #[error("the session has ended: {0}")]
+    Ended(SessionEnd),
+    #[error("the session is running a turn in another thread; a session serves one thread at a time")]
+    Busy,
+}
+
+/// A session's own settings beyond a run's.
+#[derive(Debug, Clone)]
+pub struct SessionLimits {
+    /// Ends the session when no turn comes for this long (default 15 min).
+    pub idle: Option<Duration>,
+    /// Ends the session this long after it opened (default 1 h).
+    pub lifetime: Option<Duration>,
+    /// How long closing may run the guest's `atexit` handlers (default 5 s).
+    pub shutdown: Duration,
+}
+
+impl Default for SessionLimits {
+    fn default() -> Self {
+        SessionLimits {
+            idle: Some(Duration::from_secs(900)),
+            lifetime: Some(Duration::from_secs(3600)),
+            shutdown: Duration::from_secs(5),
+        }
+    }
+}
+
+/// One turn's limits: each turn gets its own deadline, fuel and output caps.
+#[derive(Debug, Clone)]
+pub struct Turn {
+    pub code: String,
+    pub deadline: Option<Duration>,
+    pub output_bytes: usize,
+    pub fuel: Option<u64>,
+    pub cancel: CancelToken,
+}
+
+enum Cmd {
+    Turn(Turn, SyncSender<Result<Completed, SessionError>>),
+    Close(SyncSender<Option<Completed>>),
+}
+
+/// A live interpreter. Used from one thread at a time: a second concurrent turn is
+/// refused with [`SessionError::Busy`].
+#[derive(Debug)]
+pub struct Session {
+    tx: Mutex<Option<SyncSender<Cmd>>>,
+    busy: Arc<AtomicBool>,
+    ended: Arc<Mutex<Option<SessionEnd>>>,
+}
+
+/// A turn in progress. The session is busy until its result is taken or it is dropped.
+#[derive(Debug)]
+pub struct TurnHandle {
+    rx: Mutex<Receiver<Result<Completed, SessionError>>>,
+    busy: Arc<AtomicBool>,
+}
+
+impl TurnHandle {
+    pub fn wait(self) -> Result<Completed, SessionError> {
+        let r = self.rx.lock().recv();
+        r.unwrap_or(Err(SessionError::Ended(SessionEnd::Closed)))
+    }
+    pub fn wait_timeout(&self, timeout: Duration) -> Option<Result<Completed, SessionError>> {
+        let r = match self.rx.lock().recv_timeout(timeout) {
+            Ok(r) => Some(r),
+            Err(RecvTimeoutError::Timeout) => None,
+            Err(RecvTimeoutError::Disconnected) => Some(Err(SessionError::Ended(SessionEnd::Closed))),
+        };
+        if r.is_some() {
+            self.busy.store(false, Ordering::SeqCst);
+        }
+        r
+    }
+}
+
+impl Drop for TurnHandle {
+    fn drop(&mut self) {
+        self.busy.store(false, Ordering::SeqCst);
+    }
+}
+
+/// The code of the hidden first turn: our guest package first on sys.path, and the
+/// turn counter reset so the caller's first turn is `<turn 1>`. It binds no names.
+fn setup_code(path: Option<&str>) -> String {
+    let mut s = String::new();
+    if let Some(p) = path {
+        s.push_str(&format!("__import__('sys').path.insert(0, {p:?})\n"));
+    }
+    s.push_str("__import__('_reactor')._turns = 0\n");
+    s
+}
+
+impl Runtime {
+    /// Opens a session. `config`'s argv and stdin are not used; its limits are the
+    /// defaults of each turn's, its grants, env, door and memory hold for the session.
+    /// Metered (fuel) sessions need `config.limits.fuel` set to something at opening.
+    pub fn open_session(&self, config: RunConfig, limits: SessionLimits) -> Result<Session, Error> {
+        let grants = config
+            .check()?
+            .into_iter()
+            .map(|(host, g)| (host, g.guest_path.clone(), g.writable))
+            .collect::<Vec<_>>();
+        let flavour = if config.limits.fuel.is_some() { Flavour::Metered } else { Flavour::Plain };
+        let prepared = self.flavour(flavour)?;
+        let artifacts = self.artifacts().clone();
+        let (tx, rx) = mpsc::sync_channel::<Cmd>(0);
+        let ended = Arc::new(Mutex::new(None));
+        let (ready_tx, ready_rx) = mpsc::sync_channel::<Result<(), Error>>(1);
+        let ended2 = ended.clone();
+        std::thread::Builder::new()
+            .name("wasi-python-session".into())
+            .stack_size(GUEST_THREAD_STACK)
+            .spawn(move || {
+                let mut live = match Live::open(&prepared, &artifacts, &config, &grants) {
+                    Ok(l) => {
+                        let _ = ready_tx.send(Ok(()));
+                        l
+                    }
+                    Err(e) => {
+                        let _ = ready_tx.send(Err(e));
+                        return;
+                    }
+                };
+                let end = live.serve(rx, &limits);
+                *ended2.lock() = Some(end);
+            })
+            .map_err(|e| Error::io("spawning the session thread", e))?;
+        ready_rx
+            .recv()
+            .unwrap_or_else(|_| Err(Error::Internal("the session thread died".into())))?;
+        Ok(Session {
+            tx: Mutex::new(Some(tx)),
+            busy: Arc::new(AtomicBool::new(false)),
+            ended,
+        })
+    }
+}
+
+impl Session {
+    /// Why the session ended, or `None` while it lives.
+    pub fn ended(&self) -> Option<SessionEnd> {
+        self.ended.lock().clone()
+    }
+
+    /// Starts a turn; refused if the session ended or another turn is running.
+    /// `before` runs once the session is reserved for this turn, before the guest
+    /// sees it (the door's per-turn budget is reset there).
+    pub fn start_turn(&self, turn: Turn, before: impl FnOnce()) -> Result<TurnHandle, SessionError> {
+        if self
+            .busy
+            .compare_exchange(false, true, Ordering::SeqCst, Ordering::SeqCst)
+            .is_err()
+        {
+            return Err(SessionError::Busy);
+        }
+        let handle_busy = self.busy.clone();
+        let release = || self.busy.store(false, Ordering::SeqCst);
+        let tx = self.tx.lock().clone();
+        let Some(tx) = tx else {
+            release();
+            return Err(SessionError::Ended(self.ended().unwrap_or(SessionEnd::Closed)));
+        };
+        before();
+        let (rtx, rrx) = mpsc::sync_channel(1);
+        if tx.send(Cmd::Turn(turn, rtx)).is_err() {
+            // The session thread has ended (idle, lifetime, a trap, exit).
+            *self.tx.lock() = None;
+            release();
+            return Err(SessionError::Ended(self.wait_ended()));
+        }
+        Ok(TurnHandle { rx: Mutex::new(rrx), busy: handle_busy })
+    }
+
+    /// Runs one turn to its end.
+    pub fn turn(&self, turn: Turn) -> Result<Completed, SessionError> {
+        self.start_turn(turn, || {})?.wait()
+    }
+
+    /// The end's reason, once the session thread has written it.
+    fn wait_ended(&self) -> SessionEnd {
+        for _ in 0..200 {
+            if let Some(e) = self.ended() {
+                return e;
+            }
+            std::thread::sleep(Duration::from_millis(1));
+        }
+        SessionEnd::Closed
+    }
+
+    /// Ends the session, running the guest's `atexit` handlers under the shutdown
+    /// deadline. Returns what shutdown printed, if the guest was alive to run it.
+    pub fn close(&self) -> Option<Completed> {
+        let tx = self.tx.lock().take()?;
+        let (rtx, rrx) = mpsc::sync_channel(1);
+        if tx.send(Cmd::Close(rtx)).is_err() {
+            return None;
+        }
+        rrx.recv().ok().flatten()
+    }
+}
+
+impl Drop for Session {
+    fn drop(&mut self) {
+        // Dropping the sender ends the session thread without running shutdown.
+        self.tx.lock().take();
+    }
+}
+
+/// The session thread's state.
+struct Live {
+    guest: Guest,
+    instance: Instance,
+    turn: TypedFunc<(i32, i32), i32>,
+    alloc: TypedFunc<i32, i32>,
+    metered: bool,
+    opened: Instant,
+}
+
+impl Live {
+    fn open(
+        prepared: &engine::Prepared,
+        artifacts: &Artifacts,
+        config: &RunConfig,
+        grants: &[(PathBuf, String, bool)],
+    ) -> Result<Live, Error> {
+        let args = vec!["/usr/local/bin/python.wasm".to_owned()];
+        let mut guest = run::new_guest(prepared, artifacts, config, grants, &args, Vec::new(), None)?;
+        let fail = |e: wasmtime::Error| Error::Module(format!("opening the session: {e:#}"));
+        let instance = run::instantiate(prepared, &mut guest.store).map_err(fail)?;
+        let turn = instance
+            .get_typed_func::<(i32, i32), i32>(&mut guest.store, "turn")
+            .map_err(fail)?;
+        let alloc = instance
+            .get_typed_func::<i32, i32>(&mut guest.store, "host_alloc")
+            .map_err(fail)?;
+        let mut live = Live {
+            guest,
+            instance,
+            turn,
+            alloc,
+            metered: config.limits.fuel.is_some(),
+            opened: Instant::now(),
+        };
+        let setup = Turn {
+            code: setup_code(artifacts.guest_path()),
+            deadline: Some(Duration::from_secs(30)),
+            output_bytes: 1 << 16,
+            fuel: None,
+            cancel: CancelToken::new(),
+        };
+        let (done, _) = live.run_turn(&setup);
+        if done.exit_code != Some(0) {
+            return Err(Error::Internal(format!(
+                "the session's setup turn failed: {:?} {}",
+                done.trapped,
+                String::from_utf8_lossy(&done.stderr)
+            )));
+        }
+        Ok(live)
+    }
+
+    fn serve(&mut self, rx: Receiver<Cmd>, limits: &SessionLimits) -> SessionEnd {
+        loop {
+            let mut wait = limits.idle.unwrap_or(Duration::from_secs(u32::MAX as u64));
+            let mut why = SessionEnd::Idle;
+            if let Some(life) = limits.lifetime {
+                let left = life.saturating_sub(self.opened.elapsed());
+                if left <= wait {
+                    wait = left;
+                    why = SessionEnd::Lifetime;
+                }
+            }
+            match rx.recv_timeout(wait) {
+                Ok(Cmd::Turn(mut turn, reply)) => {
+                    if let Some(life) = limits.lifetime {
+                        // A turn never outlives the session's lifetime.
+                        let left = life.saturating_sub(self.opened.elapsed());
+                        turn.deadline = Some(turn.deadline.map_or(left, |d| d.min(left)));
+                    }
+                    let (done, end) = self.run_turn(&turn);
+                    let _ = reply.send(Ok(done));
+                    if let Some(end) = end {
+                        return end;
+                    }
+                }
+                Ok(Cmd::Close(reply)) => {
+                    let _ = reply.send(Some(self.shutdown(limits.shutdown)));
+                    return SessionEnd::Closed;
+                }
+                Err(RecvTimeoutError::Timeout) => return why,
+                Err(RecvTimeoutError::Disconnected) => return SessionEnd::Closed,
+            }
+        }
+    }
+
+    fn arm(&mut self, deadline: Option<Duration>, fuel: Option<u64>, output: usize, cancel: &CancelToken) -> Result<(), wasmtime::Error> {
+        let store = &mut self.guest.store;
+        store.data_mut().stop.deadline = deadline.map(|d| Instant::now() + d);
+        store.data_mut().stop.cancel = cancel.clone();
+        store.set_epoch_deadline(1);
+        if self.metered {
+            store.set_fuel(fuel.unwrap_or(u64::MAX))?;
+        }
+        self.guest.stdout.set_cap(output);
+        self.guest.stderr.set_cap(output);
+        Ok(())
+    }
+
+    /// Runs one turn; the second value says why the session ended with it, if it did.
+    fn run_turn(&mut self, turn: &Turn) -> (Completed, Option<SessionEnd>) {
+        let started = Instant::now();
+        let _ticking = Ticker::global().activate();
+        let outcome = (|| -> wasmtime::Result<i32> {
+            self.arm(turn.deadline, turn.fuel, turn.output_bytes, &turn.cancel)?;
+            let store = &mut self.guest.store;
+            let code = turn.code.as_bytes();
+            let len = i32::try_from(code.len()).map_err(|_| wasmtime::format_err!("the turn's code is over 2 GiB"))?;
+            let mut ptr = 0;
+            if len > 0 {
+                ptr = self.alloc.call(&mut *store, len)?;
+                let memory = store.data().memory.expect("set at instantiation");
+                let data = memory.data_mut(&mut *store);
+                let start = ptr as u32 as usize;
+                match data.get_mut(start..start + code.len()) {
+                    Some(dst) if ptr != 0 => dst.copy_from_slice(code),
+                    // The guest raises MemoryError for a null pointer.
+                    _ => ptr = 0,
+                }
+            }
+            self.turn.call(&mut *store, (ptr, len))
+        })();
+        let fuel_used = match (self.metered, turn.fuel, self.guest.store.get_fuel()) {
+            (true, Some(cap), Ok(left)) => Some(cap.saturating_sub(left)),
+            _ => None,
+        };
+        let (exit_code, trapped, end) = match outcome {
+            // 256 + s: exit(s) was called; the session asks to end.
+            Ok(v) if (256..512).contains(&v) => (Some(v - 256), None, Some(SessionEnd::Exit(v - 256))),
+            Ok(v) if (0..256).contains(&v) => (Some(v), None, None),
+            Ok(v) => {
+                let t = Trapped::Other(format!("the guest refused the turn ({v})"));
+                (None, Some(t.clone()), Some(SessionEnd::Trapped(t)))
+            }
+            Err(e) => match run::classify(&e) {
+                // os._exit(n) inside a turn: the instance is gone.
+                (Some(code), None) => (Some(code), None, Some(SessionEnd::Exit(code))),
+                (code, Some(t)) => (code, Some(t.clone()), Some(SessionEnd::Trapped(t))),
+                (code, None) => (code, None, Some(SessionEnd::Closed)),
+            },
+        };
+        let (stdout, out_t) = self.guest.stdout.take();
+        let (stderr, err_t) = self.guest.stderr.take();
+        let done = Completed {
+            exit_code,
+            stdout,
+            stderr,
+            trapped,
+            truncated: Truncated { stdout: out_t, stderr: err_t },
+            fuel_used,
+            duration: started.elapsed(),
+        };
+        (done, end)
+    }
+
+    fn shutdown(&mut self, within: Duration) -> Completed {
+        let started = Instant::now();
+        let _ticking = Ticker::global().activate();
+        let cancel = CancelToken::new();
+        let outcome = (|| -> wasmtime::Result<i32> {
+            self.arm(Some(within), None, 1 << 20, &cancel)?;
+            let f = self.instance.get_typed_func::<(), i32>(&mut self.guest.store, "shutdown")?;
+            f.call(&mut self.guest.store, ())
+        })();
+        let (exit_code, trapped) = match outcome {
+            Ok(v) => (Some(v), None),
+            Err(e) => run::classify(&e),
+        };
+        let (stdout, out_t) = self.guest.stdout.take();
+        let (stderr, err_t) = self.guest.stderr.take();
+        Completed {
+            exit_code,
+            stdout,
+            stderr,
+            trapped,
+            truncated: Truncated { stdout: out_t, stderr: err_t },
+            fuel_used: None,
+            duration: started.elapsed(),
+        }
+    }
+}

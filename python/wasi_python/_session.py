@@ -1,0 +1,154 @@
+"""``Session``: one interpreter kept across turns, like a notebook."""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any, Callable, Iterable, Mapping, Optional
+
+from . import _door, _run
+from . import _wasi_python as _ext
+from ._types import Completed, Grant
+
+__all__ = ["Session", "SessionEnded", "SessionBusy"]
+
+
+class SessionEnded(RuntimeError):
+    """The session has ended; ``reason`` says why: "closed", "idle", "lifetime",
+    "exit", or the trap that ended it ("deadline", "out of fuel", "cancelled", ...)."""
+
+    def __init__(self, reason: str, message: str) -> None:
+        super().__init__(message)
+        self.reason = reason
+
+
+class SessionBusy(RuntimeError):
+    """A turn is already running in another thread: a session serves one at a time."""
+
+
+class Session:
+    """One interpreter across turns. Imports and variables carry over, and a final
+    expression is echoed like the interactive interpreter.
+
+    Each turn gets its own deadline, fuel, output caps and tool budget (the limits
+    given here are each turn's defaults), and its own tool record. The session ends
+    when closed, when it rests longer than ``idle_s``, when ``lifetime_s`` passes, when
+    the guest calls ``exit()``, or when a turn traps; ``run`` then raises
+    ``SessionEnded``. Closing runs the guest's atexit handlers within ``shutdown_s``.
+    Use it from one thread at a time; a concurrent turn raises ``SessionBusy``.
+    """
+
+    def __init__(
+        self,
+        *,
+        env: Optional[Mapping[str, str]] = None,
+        grants: Iterable[Grant] = (),
+        memory_bytes: int = _run.DEFAULTS["memory_bytes"],
+        deadline_s: Optional[float] = _run.DEFAULTS["deadline_s"],
+        output_bytes: int = _run.DEFAULTS["output_bytes"],
+        fuel: Optional[int] = None,
+        tools: Optional[Iterable[Any]] = None,
+        gate: Optional[Callable[[Any], Any]] = None,
+        max_tool_calls: Any = _run._UNSET,
+        max_tool_request_bytes: Any = _run._UNSET,
+        idle_s: Optional[float] = 900.0,
+        lifetime_s: Optional[float] = 3600.0,
+        shutdown_s: float = 5.0,
+    ) -> None:
+        env_l = _run._check_env(env)
+        grants_l = _run._check_grants(grants)
+        memory = _run._check_int("memory_bytes", memory_bytes, minimum=40 << 20)
+        self._deadline = _run._check_seconds("deadline_s", deadline_s)
+        self._output = _run._check_int("output_bytes", output_bytes)
+        self._fuel = _run._check_int("fuel", fuel, minimum=1, optional=True)
+        idle = _run._check_seconds("idle_s", idle_s)
+        life = _run._check_seconds("lifetime_s", lifetime_s)
+        shut = _run._check_seconds("shutdown_s", shutdown_s)
+        door = _run._door_args(tools, gate, max_tool_calls, max_tool_request_bytes, None)
+        where = _run._where(door is not None)
+        self._dispatcher: Optional[_door.Dispatcher] = None
+        extra: tuple[Any, ...] = ()
+        if door is not None:
+            tool_list, gate_fn, frames, req = door
+            self._dispatcher = _door.Dispatcher(tool_list, gate_fn)
+            extra = ([_run._tool_arg(t) for t in tool_list], self._dispatcher, frames, req)
+        self._handle = _ext.SessionHandle(
+            where, env_l, grants_l, memory, self._fuel is not None, idle, life, shut or 5.0, *extra
+        )
+        self._closed = False
+
+    def _turn_args(self, code: Any, deadline_s: Any, output_bytes: Any, fuel: Any) -> tuple[str, Optional[float], int, Optional[int]]:
+        if not isinstance(code, str):
+            raise TypeError(f"code must be a str, not {type(code).__name__}")
+        deadline = self._deadline if deadline_s is _run._UNSET else _run._check_seconds("deadline_s", deadline_s)
+        output = self._output if output_bytes is _run._UNSET else _run._check_int("output_bytes", output_bytes)
+        fuel_cap = self._fuel if fuel is _run._UNSET else _run._check_int("fuel", fuel, minimum=1, optional=True)
+        if fuel_cap is not None and self._fuel is None:
+            raise ValueError("fuel: this session was opened without fuel=, so its turns are not metered")
+        return code, deadline, output, fuel_cap
+
+    def _answer(self, out: tuple[Any, ...]) -> Completed:
+        if out[0] == "ok":
+            return _run._completed(out[1])
+        if out[0] == "ended":
+            raise SessionEnded(out[1], out[2])
+        raise SessionBusy(out[1])
+
+    def run(self, code: str, *, deadline_s: Any = _run._UNSET, output_bytes: Any = _run._UNSET, fuel: Any = _run._UNSET, cancel: Any = None) -> Completed:
+        """Runs one turn and returns how it ended (its exit_code is the turn's status)."""
+        args = self._turn_args(code, deadline_s, output_bytes, fuel)
+        _run._check_cancel(cancel)
+        token, watch = _run._cancel_token(cancel)
+        try:
+            return self._answer(self._handle.turn(*args, token))
+        finally:
+            if watch is not None:
+                watch.stop()
+
+    async def run_async(self, code: str, *, deadline_s: Any = _run._UNSET, output_bytes: Any = _run._UNSET, fuel: Any = _run._UNSET) -> Completed:
+        """``await session.run_async(code)``: one turn on a worker thread; cancelling the
+        task stops the turn (which ends the session, as any trapped turn does)."""
+        from ._async import _executor
+
+        args = self._turn_args(code, deadline_s, output_bytes, fuel)
+        loop = asyncio.get_running_loop()
+        token = _ext.CancelToken()
+        fut = loop.run_in_executor(_executor(), self._handle.turn, *args, token)
+        try:
+            out = await asyncio.shield(fut)
+        except asyncio.CancelledError:
+            token.cancel()
+            try:
+                await asyncio.shield(fut)
+            except BaseException:  # noqa: BLE001 - re-raising the cancellation
+                pass
+            raise
+        return self._answer(out)
+
+    @property
+    def ended(self) -> Optional[str]:
+        """Why the session ended, or None while it lives."""
+        return self._handle.ended()
+
+    def close(self) -> None:
+        """Ends the session, running the guest's atexit handlers. Idempotent."""
+        if self._closed:
+            return
+        self._closed = True
+        try:
+            self._handle.close()
+        finally:
+            if self._dispatcher is not None:
+                self._dispatcher.close()
+
+    def __enter__(self) -> "Session":
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self.close()
+
+    def __del__(self) -> None:
+        try:
+            if not self._closed and self._dispatcher is not None:
+                self._dispatcher.close()
+        except Exception:  # noqa: BLE001
+            pass

@@ -1,0 +1,306 @@
+"""Stopping a guest early: cancelling the ``run_async`` task, ``cancel=`` on ``run``,
+``run_async`` and ``Session.run``, and Ctrl-C during a blocking ``run``.
+
+Each stop is an epoch interrupt, so it lands within milliseconds, not at the deadline
+(30 s in every test here). The time bounds are generous: the machine is small and busy.
+"""
+
+import asyncio
+import os
+import signal
+import subprocess
+import sys
+import textwrap
+import threading
+import time
+
+import pytest
+
+from wasi_python import Session, SessionEnded, run, run_async
+from wasi_python.tools import ToolRecord, tool
+
+SPIN = ["-c", "while True: pass"]
+
+
+# --- cancelling the awaiting task ------------------------------------------------------------
+
+
+def test_cancelling_the_task_stops_the_guest_promptly():
+    async def main():
+        task = asyncio.create_task(run_async(SPIN, deadline_s=30))
+        await asyncio.sleep(0.2)
+        assert not task.done()
+        task.cancel()
+        t = time.monotonic()
+        with pytest.raises(asyncio.CancelledError):
+            await task
+        return time.monotonic() - t
+
+    started = time.monotonic()
+    after_cancel = asyncio.run(main())
+    assert after_cancel < 1.0, f"CancelledError came {after_cancel:.2f} s after the cancel"
+    assert time.monotonic() - started < 5
+
+
+def test_the_loop_runs_on_after_a_cancelled_guest():
+    async def main():
+        task = asyncio.create_task(run_async(SPIN, deadline_s=30))
+        await asyncio.sleep(0.2)
+        task.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await task
+        return await run_async(["-c", "print('next')"])
+
+    done = asyncio.run(main())
+    assert done.ok and done.stdout == b"next\n"
+
+
+def test_cancelling_the_task_cancels_an_async_tool_at_its_await():
+    flags = {"cancelled": threading.Event(), "finished": threading.Event()}
+
+    async def main():
+        entered = asyncio.Event()
+
+        @tool
+        async def slow() -> str:
+            entered.set()
+            try:
+                await asyncio.sleep(30)
+            except asyncio.CancelledError:
+                flags["cancelled"].set()
+                raise
+            flags["finished"].set()
+            return "late"
+
+        task = asyncio.create_task(
+            run_async(["-c", "from host import tools\ntools.slow()\nwhile True: pass"], tools=[slow], deadline_s=30)
+        )
+        await asyncio.wait_for(entered.wait(), 10)
+        await asyncio.sleep(0.05)
+        task.cancel()
+        t = time.monotonic()
+        with pytest.raises(asyncio.CancelledError):
+            await task
+        elapsed = time.monotonic() - t
+        # Give the tool's handler a moment on this loop, should it be late.
+        for _ in range(50):
+            if flags["cancelled"].is_set():
+                break
+            await asyncio.sleep(0.01)
+        return elapsed
+
+    elapsed = asyncio.run(main())
+    assert elapsed < 1.0, f"CancelledError came {elapsed:.2f} s after the cancel"
+    assert flags["cancelled"].is_set(), "the async tool was not cancelled at its await"
+    assert not flags["finished"].is_set()
+
+
+def test_cancelling_the_task_abandons_a_running_sync_tool():
+    entered, release, finished = threading.Event(), threading.Event(), threading.Event()
+
+    @tool
+    def blocking() -> str:
+        entered.set()
+        release.wait(10)
+        finished.set()
+        return "late"
+
+    async def main():
+        task = asyncio.create_task(
+            run_async(["-c", "from host import tools\ntools.blocking()\nwhile True: pass"], tools=[blocking], deadline_s=30)
+        )
+        ok = await asyncio.get_running_loop().run_in_executor(None, entered.wait, 10)
+        assert ok, "the tool was never called"
+        task.cancel()
+        t = time.monotonic()
+        with pytest.raises(asyncio.CancelledError):
+            await task
+        return time.monotonic() - t
+
+    try:
+        elapsed = asyncio.run(main())
+        # The task did not wait for the sync tool: it is still running, abandoned.
+        still_running = not finished.is_set()
+    finally:
+        release.set()
+    assert elapsed < 1.0, f"CancelledError came {elapsed:.2f} s after the cancel"
+    assert still_running
+    assert finished.wait(5)  # released, it runs to its end unseen
+
+
+# --- cancel= ------------------------------------------------------------------------------
+
+
+def _timer(ev: threading.Event, after: float = 0.2) -> threading.Timer:
+    t = threading.Timer(after, ev.set)
+    t.start()
+    return t
+
+
+def test_cancel_event_ends_run_with_cancelled_and_a_full_record():
+    @tool
+    def ping() -> str:
+        return "pong"
+
+    ev = threading.Event()
+    timer = _timer(ev)
+    t = time.monotonic()
+    try:
+        done = run(
+            ["-c", "from host import tools\nprint(tools.ping(), flush=True)\nwhile True: pass"],
+            tools=[ping],
+            cancel=ev,
+            deadline_s=30,
+        )
+    finally:
+        timer.cancel()
+    assert time.monotonic() - t < 5
+    assert done.trapped == "cancelled"
+    assert done.exit_code is None
+    assert done.stdout == b"pong\n"
+    assert isinstance(done.tools, ToolRecord)
+    assert [(o.op, o.tool, o.outcome) for o in done.tools.outcomes] == [("list", None, "ok"), ("call", "ping", "ok")]
+    assert done.tools.frames == 2
+
+
+def test_cancel_event_ends_run_async_with_cancelled_and_a_full_record():
+    @tool
+    async def ping() -> str:
+        await asyncio.sleep(0)
+        return "pong"
+
+    ev = threading.Event()
+
+    async def main():
+        timer = _timer(ev)
+        try:
+            return await run_async(
+                ["-c", "from host import tools\nprint(tools.ping(), flush=True)\nwhile True: pass"],
+                tools=[ping],
+                cancel=ev,
+                deadline_s=30,
+            )
+        finally:
+            timer.cancel()
+
+    t = time.monotonic()
+    done = asyncio.run(main())
+    assert time.monotonic() - t < 5
+    assert done.trapped == "cancelled"
+    assert done.exit_code is None
+    assert done.stdout == b"pong\n"
+    assert isinstance(done.tools, ToolRecord)
+    assert [o.op for o in done.tools.outcomes] == ["list", "call"]
+    assert all(o.outcome == "ok" for o in done.tools.outcomes)
+
+
+def test_cancel_event_on_run_async_without_tools():
+    ev = threading.Event()
+
+    async def main():
+        timer = _timer(ev)
+        try:
+            return await run_async(SPIN, cancel=ev, deadline_s=30)
+        finally:
+            timer.cancel()
+
+    t = time.monotonic()
+    done = asyncio.run(main())
+    assert time.monotonic() - t < 5
+    assert done.trapped == "cancelled"
+    assert done.tools is None
+
+
+def test_an_asyncio_event_cancels_run_async():
+    async def main():
+        ev = asyncio.Event()
+        asyncio.get_running_loop().call_later(0.2, ev.set)
+        return await run_async(SPIN, cancel=ev, deadline_s=30)
+
+    t = time.monotonic()
+    done = asyncio.run(main())
+    assert time.monotonic() - t < 5
+    assert done.trapped == "cancelled"
+
+
+def test_a_cancel_set_before_the_call_stops_run_async_at_once():
+    ev = threading.Event()
+    ev.set()
+    done = asyncio.run(run_async(SPIN, cancel=ev, deadline_s=30))
+    assert done.trapped == "cancelled"
+    assert done.duration_s < 5
+
+
+def test_cancel_event_ends_a_session_turn_and_the_session():
+    with Session(deadline_s=30) as s:
+        s.run("x = 1")
+        ev = threading.Event()
+        timer = _timer(ev)
+        t = time.monotonic()
+        try:
+            done = s.run("while True: pass", cancel=ev)
+        finally:
+            timer.cancel()
+        assert time.monotonic() - t < 5
+        assert done.trapped == "cancelled"
+        assert s.ended == "cancelled"
+        with pytest.raises(SessionEnded) as e:
+            s.run("x")
+        assert e.value.reason == "cancelled"
+
+
+# --- Ctrl-C -----------------------------------------------------------------------------
+
+_CTRL_C = textwrap.dedent(
+    """
+    import sys, time
+    from wasi_python import Session, run
+
+    mode = sys.argv[1]
+    run(["-c", "pass"])  # warm: the guest is loaded before "started"
+    s = Session(deadline_s=30) if mode == "session" else None
+    print("started", flush=True)
+    try:
+        if s is None:
+            run(["-c", "while True: pass"], deadline_s=30)
+        else:
+            s.run("while True: pass")
+        print("returned", flush=True)
+    except KeyboardInterrupt:
+        print("interrupted", time.monotonic(), flush=True)
+    if s is not None:
+        print("ended", s.ended, flush=True)
+    """
+)
+
+
+@pytest.mark.parametrize("mode", ["run", "session"])
+def test_ctrl_c_stops_a_blocking_call_and_raises_keyboard_interrupt(mode):
+    proc = subprocess.Popen(
+        [sys.executable, "-c", _CTRL_C, mode],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        line = proc.stdout.readline()
+        assert line.strip() == "started", line + proc.stderr.read()
+        time.sleep(0.3)
+        assert proc.poll() is None, "the guest ended before the signal"
+        sent = time.monotonic()  # CLOCK_MONOTONIC is one clock for every process here
+        os.kill(proc.pid, signal.SIGINT)
+        out, err = proc.communicate(timeout=10)
+        exited = time.monotonic() - sent
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    words = out.split()
+    assert "interrupted" in words, out + err
+    caught = float(words[words.index("interrupted") + 1])
+    assert caught - sent < 1.0, f"KeyboardInterrupt came {caught - sent:.3f} s after SIGINT"
+    assert "returned" not in words
+    assert exited < 5
+    assert proc.returncode == 0, err
+    if mode == "session":
+        assert "ended cancelled" in out
