@@ -54,6 +54,12 @@ fn fault_of(py: Python<'_>, e: &PyErr) -> String {
 }
 
 impl ToolHost for PyToolHost {
+    /// The thread gets its Python thread state once, before its call arrives, and
+    /// waits with the GIL released; the call then only takes the GIL.
+    fn enter_thread(&self, body: Box<dyn FnOnce() + Send + '_>) {
+        Python::attach(|py| py.detach(body))
+    }
+
     fn invoke(&self, call: Invocation, cancel: &CancelToken) -> ToolOutput {
         Python::attach(|py| {
             let result = (|| -> PyResult<ToolOutput> {

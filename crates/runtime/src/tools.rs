@@ -128,6 +128,31 @@ pub enum ToolOutput {
 /// stop early (an async tool at its next await) should.
 pub trait ToolHost: Send + Sync + 'static {
     fn invoke(&self, call: Invocation, cancel: &CancelToken) -> ToolOutput;
+
+    /// Runs a tool thread's whole life, `body` included. A host may prepare the thread
+    /// here once (Python: its thread state) so the call itself starts at once; the
+    /// runtime starts each thread before its call arrives, and gives it one call only.
+    fn enter_thread(&self, body: Box<dyn FnOnce() + Send + '_>) {
+        body()
+    }
+}
+
+/// One call's work, sent to a tool thread.
+type Job = Box<dyn FnOnce() + Send>;
+
+/// Starts a tool thread that waits for exactly one job.
+fn start_worker(host: Arc<dyn ToolHost>) -> std::io::Result<mpsc::SyncSender<Job>> {
+    let (tx, rx) = mpsc::sync_channel::<Job>(1);
+    std::thread::Builder::new()
+        .name("wasi-python-tool".into())
+        .spawn(move || {
+            host.enter_thread(Box::new(move || {
+                if let Ok(job) = rx.recv() {
+                    job();
+                }
+            }))
+        })?;
+    Ok(tx)
 }
 
 /// A door that speaks the tool protocol for a fixed set of tools.
@@ -149,6 +174,8 @@ struct Inner {
     offered: String,
     host: Arc<dyn ToolHost>,
     state: Mutex<State>,
+    /// A fresh thread, started ahead of the next call so its start is off the call's path.
+    spare: Mutex<Option<mpsc::SyncSender<Job>>>,
 }
 
 struct State {
@@ -186,8 +213,30 @@ impl ToolDoor {
                     budget: Budget::new(limits),
                     recorder: Recorder::default(),
                 }),
+                spare: Mutex::new(None),
             }),
         })
+    }
+
+    /// Starts the spare tool thread if there is none.
+    fn refill(&self) {
+        if self.inner.tools.is_empty() {
+            return;
+        }
+        let mut spare = self.inner.spare.lock();
+        if spare.is_none() {
+            *spare = start_worker(self.inner.host.clone()).ok();
+        }
+    }
+
+    /// Hands a job to a fresh thread: the spare if there is one, else a new one.
+    fn dispatch(&self, job: Job) -> Result<(), ()> {
+        let spare = self.inner.spare.lock().take();
+        let tx = match spare {
+            Some(tx) => tx,
+            None => start_worker(self.inner.host.clone()).map_err(|_| ())?,
+        };
+        tx.send(job).map_err(|_| ())
     }
 
     /// The record so far.
@@ -263,7 +312,9 @@ impl Door for ToolDoor {
                     ),
                 }
             }
-            Ok(Request::List { id }) => Answer {
+            Ok(Request::List { id }) => {
+                self.refill();
+                Answer {
                 op: Op::List,
                 tool: None,
                 kind: OutcomeKind::Ok,
@@ -271,7 +322,8 @@ impl Door for ToolDoor {
                 fault: None,
                 abandoned: false,
                 frame: inner.list.encode(id),
-            },
+            }
+            }
             Ok(Request::Call { id, tool, args }) => self.call_tool(seq, id, tool, args, request_bytes, ctx),
         };
         let mut st = inner.state.lock();
@@ -378,7 +430,7 @@ impl ToolDoor {
             let call_cancel = call_cancel.clone();
             let abandoned = abandoned.clone();
             let inv = Invocation { seq, tool: index, name: spec.name.clone(), args, request_bytes };
-            std::thread::Builder::new().name("wasi-python-tool".into()).spawn(move || {
+            self.dispatch(Box::new(move || {
                 let output = door.inner.host.invoke(inv, &call_cancel);
                 // The result is encoded here, on the tool's thread.
                 let frame = match &output {
@@ -386,11 +438,15 @@ impl ToolDoor {
                     _ => Vec::new(),
                 };
                 let _ = tx.send(Done { output, frame });
-                let mut st = door.inner.state.lock();
-                if abandoned.load(Ordering::SeqCst) {
-                    st.budget.abandoned_finished();
+                {
+                    let mut st = door.inner.state.lock();
+                    if abandoned.load(Ordering::SeqCst) {
+                        st.budget.abandoned_finished();
+                    }
                 }
-            })
+                // The next call's thread starts now, after this one has answered.
+                door.refill();
+            }))
         };
         if spawned.is_err() {
             return Answer {
