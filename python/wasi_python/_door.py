@@ -101,14 +101,21 @@ class _OwnLoop:
         self._thread.start()
 
     def close(self) -> None:
+        """Cancels what still runs, lets each task reach its next await (bounded), stops."""
         loop = self.loop
 
-        def _stop() -> None:
-            for task in asyncio.all_tasks(loop):
+        async def _cancel_all() -> None:
+            tasks = [t for t in asyncio.all_tasks(loop) if t is not asyncio.current_task()]
+            for task in tasks:
                 task.cancel()
-            loop.stop()
+            if tasks:
+                await asyncio.wait(tasks, timeout=1.0)
 
-        loop.call_soon_threadsafe(_stop)
+        try:
+            asyncio.run_coroutine_threadsafe(_cancel_all(), loop).result(timeout=2.0)
+        except Exception:  # noqa: BLE001 - closing must not raise
+            pass
+        loop.call_soon_threadsafe(loop.stop)
         self._thread.join(timeout=1.0)
         if not self._thread.is_alive():
             loop.close()
@@ -124,11 +131,27 @@ class Dispatcher:
         self._loop = loop
         self._own: Optional[_OwnLoop] = None
         self._lock = threading.Lock()
+        # Tasks started on the caller's loop (run_async) and not yet done.
+        self._tasks: set[asyncio.Task[Any]] = set()
 
     def close(self) -> None:
+        """Ends the run's async work: every task still running is cancelled and gets to
+        its next await before the run returns."""
         if self._own is not None:
             self._own.close()
             self._own = None
+        pending = [t for t in list(self._tasks) if not t.done()]
+        loop = self._loop
+        if pending and loop is not None and loop.is_running() and not loop.is_closed():
+            async def _cancel_all() -> None:
+                for t in pending:
+                    t.cancel()
+                await asyncio.wait(pending, timeout=1.0)
+
+            try:
+                asyncio.run_coroutine_threadsafe(_cancel_all(), loop).result(timeout=2.0)
+            except Exception:  # noqa: BLE001 - closing must not raise
+                pass
 
     def _event_loop(self) -> asyncio.AbstractEventLoop:
         if self._loop is not None:
@@ -146,8 +169,11 @@ class Dispatcher:
         async def _wrap() -> Any:
             return await awaitable
 
+        # The call's context is entered on this thread; the task runs in a copy of it.
+        task_context = context.copy()
+
         def _start() -> None:
-            task = loop.create_task(_wrap(), context=context)
+            task = loop.create_task(_wrap(), context=task_context)
 
             def _finish(t: asyncio.Task[Any]) -> None:
                 if t.cancelled():
@@ -158,6 +184,8 @@ class Dispatcher:
                     done.set_result(t.result())
 
             task.add_done_callback(_finish)
+            task.add_done_callback(self._tasks.discard)
+            self._tasks.add(task)
             holder.append(task)
 
         holder: list[asyncio.Task[Any]] = []
@@ -186,9 +214,7 @@ class Dispatcher:
                 return ("cancelled", None, None)
             except ToolDenied as e:
                 return ("denied", str(e) or f"{name}: the host refused this call", None)
-            except BaseException as e:  # noqa: BLE001 - a failing gate refuses
-                if isinstance(e, (KeyboardInterrupt, SystemExit)):
-                    raise
+            except BaseException as e:  # noqa: BLE001 - a failing gate refuses, whatever it raised
                 return ("denied", f"{name}: the host refused this call (its gate failed)", _fault(e))
             if verdict is False:
                 return ("denied", f"{name}: the host refused this call", None)
@@ -205,8 +231,6 @@ class Dispatcher:
         except ToolError as e:
             return ("error", str(e), None)
         except BaseException as e:  # noqa: BLE001 - the guest learns only that it failed
-            if isinstance(e, (KeyboardInterrupt, SystemExit)):
-                raise
             return ("internal", None, _fault(e))
         return ("ok", result, None)
 

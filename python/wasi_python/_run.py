@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import atexit
 import inspect
 import json
 import math
@@ -20,6 +21,10 @@ from ._types import Completed, Grant
 __all__ = ["run", "artifacts", "ArtifactsMissing", "DEFAULTS", "TOOL_DEFAULTS"]
 
 ArtifactsMissing = _ext.ArtifactsMissing
+
+# At exit, tool threads still running (abandoned calls) run to their end first: a
+# thread that enters Python while the interpreter finalises would be killed mid-call.
+atexit.register(_ext.shutdown_tools, 10.0)
 
 #: The default limits of a run.
 DEFAULTS: Mapping[str, Any] = {
@@ -54,6 +59,44 @@ def _precompile(where: str | os.PathLike[str] | None = None) -> None:
     t = time.perf_counter()
     files = _ext.precompile(path)
     print(f"guest ready in {time.perf_counter() - t:.1f} s: {', '.join(map(str, files))}")
+    n = _compile_guest_package(Path(path))
+    print(f"guest package: {n} modules compiled to bytecode by the guest's CPython")
+
+
+_GUEST_PKG = "/usr/local/lib/wasi-python"
+_COMPILE_PKG = f"""
+import importlib.util, os, py_compile
+root = {_GUEST_PKG!r}
+n = 0
+for d, _, files in os.walk(root):
+    for f in sorted(files):
+        if f.endswith('.py'):
+            src = os.path.join(d, f)
+            cfile = importlib.util.cache_from_source(src)
+            out = '/out' + cfile[len(root):]
+            os.makedirs(os.path.dirname(out), exist_ok=True)
+            py_compile.compile(src, cfile=out, dfile=src, doraise=True,
+                               invalidation_mode=py_compile.PycInvalidationMode.UNCHECKED_HASH)
+            n += 1
+print(n)
+"""
+
+
+def _compile_guest_package(dist: Path) -> int:
+    """Compiles our guest package (lib/wasi-python) to unchecked-hash .pyc with the guest's
+    own CPython, so no run compiles it again (the guest cannot write bytecode itself)."""
+    import shutil
+    import tempfile
+
+    pkg = dist / "lib" / "wasi-python"
+    for cache in pkg.rglob("__pycache__"):
+        shutil.rmtree(cache)
+    with tempfile.TemporaryDirectory() as out:
+        d = _ext.run(str(dist), ["-c", _COMPILE_PKG], b"", [], [(out, "/out", True)], 1 << 30, 120.0, 1 << 20, None, None, None)
+        if d["exit_code"] != 0:
+            raise RuntimeError(f"compiling the guest package failed: {d['trapped']} {d['stderr'].decode(errors='replace')}")
+        shutil.copytree(out, pkg, dirs_exist_ok=True)
+    return int(d["stdout"])
 
 
 def _check_int(name: str, value: Any, *, minimum: int = 0, optional: bool = False) -> Optional[int]:

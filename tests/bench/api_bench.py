@@ -1,7 +1,7 @@
 """Benchmarks of the Python API against the targets of the issues "Run a guest" and
 "Offer tools", printed as a table with the upstream reference beside each target.
 
-    .venv/bin/python tests/bench/api_bench.py            # about a minute
+    .venv/bin/python tests/bench/api_bench.py            # 15-30 s on an idle machine
     .venv/bin/python tests/bench/api_bench.py --quick    # fewer repetitions, a smoke run
 
 Uses the artifacts `wasi_python.artifacts()` finds ($WASI_PYTHON_ARTIFACTS, else the
@@ -21,7 +21,7 @@ import sys
 import tempfile
 import time
 from dataclasses import dataclass
-from typing import Any, Callable, Optional
+from typing import Any, Callable
 
 from wasi_python import run
 from wasi_python.tools import tool

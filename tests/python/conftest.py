@@ -24,7 +24,7 @@ except ImportError:
 
 
 # --- fixtures (guidetests) ---------------------------------------------------------------
-import pytest  # noqa: E402
+import pytest
 
 
 @pytest.fixture(scope="session")

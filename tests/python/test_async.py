@@ -189,6 +189,7 @@ def test_async_tools_and_gates_run_on_the_awaiting_loop_and_sync_tools_on_thread
             ["-c", "from host import tools\nprint(tools.from_loop(), tools.from_thread())"],
             tools=[from_loop, from_thread],
             gate=gate,
+            deadline_s=10,
         )
 
     done = asyncio.run(main())
@@ -210,7 +211,7 @@ def test_run_without_async_gives_async_tools_a_loop_of_its_own():
         seen["thread"] = threading.get_ident()
         return "ok"
 
-    done = run(["-c", "from host import tools\nprint(tools.which())"], tools=[which])
+    done = run(["-c", "from host import tools\nprint(tools.which())"], tools=[which], deadline_s=10)
     assert done.ok
     assert seen["thread"] != threading.get_ident()
     assert isinstance(seen["loop"], asyncio.AbstractEventLoop)

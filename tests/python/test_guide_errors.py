@@ -6,7 +6,6 @@ import textwrap
 
 import numpy as np
 import pytest
-
 from wasi_python import Completed, run
 from wasi_python.tools import ToolDenied, ToolError, tool
 
@@ -92,8 +91,10 @@ def test_nothing_a_gate_raises_makes_run_raise(exc):
     [
         "from host import tools\nraise RuntimeError('guest')",
         "import sys\nsys.exit(4)",
-        "import _host\n_host.call(b'not json')\n_host.call(b'{\"v\":2,\"id\":1,\"op\":\"list\"}')\n"
-        "_host.call(b'{\"v\":1,\"id\":1,\"op\":\"call\",\"tool\":\"nope\"}')\nraise SystemExit(5)",
+        (
+            "import _host\n_host.call(b'not json')\n_host.call(b'{\"v\":2,\"id\":1,\"op\":\"list\"}')\n"
+            "_host.call(b'{\"v\":1,\"id\":1,\"op\":\"call\",\"tool\":\"nope\"}')\nraise SystemExit(5)"
+        ),
         "from host import tools\ntools.ping(1, 2, 3)",
         "import os\nos.abort()",
     ],
@@ -127,12 +128,12 @@ def test_a_toolerror_subclass_crosses_with_its_message():
     class NotFound(ToolError):
         pass
 
-    done, lines = call_one(_raise(NotFound("no such order")), name="find")
+    _done, lines = call_one(_raise(NotFound("no such order")), name="find")
     assert lines == ["ToolError|tool_error|no such order", "runs on"]
 
 
 def test_a_tooldenied_from_a_tool_crosses_with_its_message():
-    done, lines = call_one(_raise(ToolDenied("read-only account")), name="write")
+    _done, lines = call_one(_raise(ToolDenied("read-only account")), name="write")
     assert lines == ["ToolDenied|denied|read-only account", "runs on"]
     done2 = run(
         ["-c", "from host import tools\ntry:\n    tools.write()\nexcept PermissionError as e:\n    print(e)"],
@@ -230,7 +231,7 @@ def test_the_guides_advice_bool_of_any_works():
         """Any flag set?"""
         return bool(flags.any())
 
-    done, lines = call_one(any_flag)
+    _done, lines = call_one(any_flag)
     assert lines[0] == "ok bool True"
 
 

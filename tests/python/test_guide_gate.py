@@ -7,10 +7,8 @@ import textwrap
 from functools import partial
 
 import pytest
-
 from wasi_python import run
 from wasi_python.tools import ToolCall, ToolDenied, tool
-
 
 # A bound for the runs with async gates, so a hang fails fast.
 ASYNC_DEADLINE_S = 5.0

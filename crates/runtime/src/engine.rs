@@ -157,7 +157,6 @@ impl Flavours {
             return Ok(p.clone());
         }
         let p = Arc::new(prepare(artifacts, cache_dir, flavour)?);
-        crate::stop::Ticker::global().register(&p.engine);
         *slot = Some(p.clone());
         Ok(p)
     }

@@ -18,28 +18,11 @@ use crate::{Artifacts, CancelToken, Error, RunConfig};
 /// The guest's `sys.executable`, fixed in the binary.
 const ARGV0: &str = "/usr/local/bin/python.wasm";
 
-/// The program the `run` export is given: it runs the caller's command line through
-/// the reactor's own command-line runner (`_reactor.run`, exactly what the export
-/// does), then does what finalisation does that a guest can observe (atexit
-/// handlers, `__main__` torn down so unclosed files flush, streams flushed), and
-/// ends with `os._exit`, skipping CPython's ~20 ms interpreter teardown: the store is
-/// dropped anyway. `{PATH}` is our guest package's folder, put first on sys.path.
-const BOOT: &str = "\
-import sys, os, _reactor
-{PATH}c = _reactor.run([sys.executable, *sys.argv[1:]], dict(os.environ))
-import atexit, gc
-atexit._run_exitfuncs()
-m = sys.modules.get('__main__')
-if m is not None and m.__dict__ is not globals():
-    m.__dict__.clear()
-gc.collect()
-for s in (sys.stdout, sys.stderr):
-    try:
-        s.flush()
-    except Exception:
-        pass
-os._exit(c)
-";
+/// With our guest package, the `run` export is given this one-line program: it puts
+/// the package first on sys.path and imports `_wasi_python_boot`, which runs the
+/// caller's command line and ends without CPython's 20 ms teardown (see
+/// guest/_wasi_python_boot.py). `{PATH}` is the package's folder.
+const BOOT: &str = "import sys; sys.path.insert(0, {PATH}); import _wasi_python_boot";
 
 /// How a run ended when it did not end by itself.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -375,20 +358,19 @@ fn run_on_this_thread(
     grants: Vec<(PathBuf, String, bool)>,
 ) -> Result<Completed, Error> {
     let started = Instant::now();
-    let path = match artifacts.guest_path() {
-        Some(p) => format!("sys.path.insert(0, {p:?})\n"),
-        None => String::new(),
-    };
     let mut args = Vec::with_capacity(config.argv.len() + 3);
     args.push(ARGV0.to_owned());
-    args.push("-c".to_owned());
-    args.push(BOOT.replace("{PATH}", &path));
+    if let Some(p) = artifacts.guest_path() {
+        args.push("-c".to_owned());
+        args.push(BOOT.replace("{PATH}", &format!("{p:?}")));
+    }
+    // Without our package: the caller's command line as is, finalised by the export.
     args.extend(config.argv.iter().cloned());
     let deadline = config.limits.deadline.map(|d| started + d);
     let stdin = config.stdin.clone();
     let Guest { mut store, stdout, stderr, _tmp } =
         new_guest(prepared, artifacts, &config, &grants, &args, stdin, deadline)?;
-    let _ticking = Ticker::global().activate();
+    let _ticking = Ticker::global().activate(&prepared.engine);
     let fuel = config.limits.fuel;
     let outcome = (|| -> wasmtime::Result<i32> {
         let instance = instantiate(prepared, &mut store)?;

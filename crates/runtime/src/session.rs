@@ -189,8 +189,8 @@ impl Runtime {
                         return;
                     }
                 };
-                let end = live.serve(rx, &limits);
-                *ended2.lock() = Some(end);
+                let end = live.serve(rx, &limits, &ended2);
+                ended2.lock().get_or_insert(end);
             })
             .map_err(|e| Error::io("spawning the session thread", e))?;
         ready_rx
@@ -327,7 +327,9 @@ impl Live {
         Ok(live)
     }
 
-    fn serve(&mut self, rx: Receiver<Cmd>, limits: &SessionLimits) -> SessionEnd {
+    /// Serves turns until the session ends. The end is written to `ended` before the
+    /// turn that caused it is answered, so the caller sees it at once.
+    fn serve(&mut self, rx: Receiver<Cmd>, limits: &SessionLimits, ended: &Mutex<Option<SessionEnd>>) -> SessionEnd {
         loop {
             let mut wait = limits.idle.unwrap_or(Duration::from_secs(u32::MAX as u64));
             let mut why = SessionEnd::Idle;
@@ -346,13 +348,18 @@ impl Live {
                         turn.deadline = Some(turn.deadline.map_or(left, |d| d.min(left)));
                     }
                     let (done, end) = self.run_turn(&turn);
+                    if let Some(e) = &end {
+                        *ended.lock() = Some(e.clone());
+                    }
                     let _ = reply.send(Ok(done));
                     if let Some(end) = end {
                         return end;
                     }
                 }
                 Ok(Cmd::Close(reply)) => {
-                    let _ = reply.send(Some(self.shutdown(limits.shutdown)));
+                    let done = self.shutdown(limits.shutdown);
+                    *ended.lock() = Some(SessionEnd::Closed);
+                    let _ = reply.send(Some(done));
                     return SessionEnd::Closed;
                 }
                 Err(RecvTimeoutError::Timeout) => return why,
@@ -377,7 +384,7 @@ impl Live {
     /// Runs one turn; the second value says why the session ended with it, if it did.
     fn run_turn(&mut self, turn: &Turn) -> (Completed, Option<SessionEnd>) {
         let started = Instant::now();
-        let _ticking = Ticker::global().activate();
+        let _ticking = Ticker::global().activate(self.guest.store.engine());
         let outcome = (|| -> wasmtime::Result<i32> {
             self.arm(turn.deadline, turn.fuel, turn.output_bytes, &turn.cancel)?;
             let store = &mut self.guest.store;
@@ -432,7 +439,7 @@ impl Live {
 
     fn shutdown(&mut self, within: Duration) -> Completed {
         let started = Instant::now();
-        let _ticking = Ticker::global().activate();
+        let _ticking = Ticker::global().activate(self.guest.store.engine());
         let cancel = CancelToken::new();
         let outcome = (|| -> wasmtime::Result<i32> {
             self.arm(Some(within), None, 1 << 20, &cancel)?;

@@ -78,11 +78,12 @@ impl StopState {
 /// guest computes.
 pub(crate) const TICK: Duration = Duration::from_millis(5);
 
-/// One process-wide thread bumps every engine's epoch while any run is active,
-/// and sleeps otherwise.
+/// One process-wide thread bumps the epoch of every engine with an active run, and
+/// sleeps while there is none. It holds an engine only while a run of it is active.
 #[derive(Debug)]
 pub(crate) struct Ticker {
-    engines: Mutex<Vec<wasmtime::Engine>>,
+    /// Each engine with active runs, and how many.
+    engines: Mutex<Vec<(wasmtime::Engine, usize)>>,
     active: AtomicUsize,
     lock: Mutex<()>,
     wake: Condvar,
@@ -106,20 +107,20 @@ impl Ticker {
         })
     }
 
-    pub(crate) fn register(&self, engine: &wasmtime::Engine) {
-        let mut engines = self.engines.lock();
-        if !engines.iter().any(|e| wasmtime::Engine::same(e, engine)) {
-            engines.push(engine.clone());
+    /// Ticks `engine` while the returned guard lives.
+    pub(crate) fn activate(&'static self, engine: &wasmtime::Engine) -> TickerGuard {
+        {
+            let mut engines = self.engines.lock();
+            match engines.iter_mut().find(|(e, _)| wasmtime::Engine::same(e, engine)) {
+                Some((_, n)) => *n += 1,
+                None => engines.push((engine.clone(), 1)),
+            }
         }
-    }
-
-    /// Keeps the ticker running while the returned guard lives.
-    pub(crate) fn activate(&'static self) -> TickerGuard {
         if self.active.fetch_add(1, Ordering::SeqCst) == 0 {
             let _g = self.lock.lock();
             self.wake.notify_all();
         }
-        TickerGuard { ticker: self }
+        TickerGuard { ticker: self, engine: engine.clone() }
     }
 
     fn run(&self) {
@@ -131,7 +132,7 @@ impl Ticker {
                 }
             }
             std::thread::sleep(TICK);
-            for e in self.engines.lock().iter() {
+            for (e, _) in self.engines.lock().iter() {
                 e.increment_epoch();
             }
         }
@@ -141,10 +142,19 @@ impl Ticker {
 #[derive(Debug)]
 pub(crate) struct TickerGuard {
     ticker: &'static Ticker,
+    engine: wasmtime::Engine,
 }
 
 impl Drop for TickerGuard {
     fn drop(&mut self) {
+        let mut engines = self.ticker.engines.lock();
+        if let Some(i) = engines.iter().position(|(e, _)| wasmtime::Engine::same(e, &self.engine)) {
+            engines[i].1 -= 1;
+            if engines[i].1 == 0 {
+                engines.swap_remove(i);
+            }
+        }
+        drop(engines);
         self.ticker.active.fetch_sub(1, Ordering::SeqCst);
     }
 }

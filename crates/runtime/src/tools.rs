@@ -29,6 +29,11 @@ use crate::CancelToken;
 pub const DEADLINE_MARGIN: Duration = Duration::from_millis(20);
 /// How often a waiting call looks at the run's cancel.
 const POLL: Duration = Duration::from_millis(2);
+/// How many tool threads wait ready for the next calls.
+const SPARES: usize = 2;
+/// How long the guest's thread spins for a quick answer before it sleeps: a sleep and
+/// wake-up costs tens of microseconds on a small VM, most tool calls less.
+const SPIN: Duration = Duration::from_micros(150);
 
 /// Why a set of tools cannot be offered.
 #[derive(Debug, thiserror::Error)]
@@ -174,8 +179,8 @@ struct Inner {
     offered: String,
     host: Arc<dyn ToolHost>,
     state: Mutex<State>,
-    /// A fresh thread, started ahead of the next call so its start is off the call's path.
-    spare: Mutex<Option<mpsc::SyncSender<Job>>>,
+    /// Fresh threads, started ahead of the next calls so their start is off the calls' path.
+    spare: Mutex<Vec<mpsc::SyncSender<Job>>>,
 }
 
 struct State {
@@ -213,25 +218,28 @@ impl ToolDoor {
                     budget: Budget::new(limits),
                     recorder: Recorder::default(),
                 }),
-                spare: Mutex::new(None),
+                spare: Mutex::new(Vec::new()),
             }),
         })
     }
 
-    /// Starts the spare tool thread if there is none.
+    /// Starts spare tool threads up to [`SPARES`], so that calls in a tight loop still
+    /// find one ready while the last one's replacement is starting.
     fn refill(&self) {
         if self.inner.tools.is_empty() {
             return;
         }
-        let mut spare = self.inner.spare.lock();
-        if spare.is_none() {
-            *spare = start_worker(self.inner.host.clone()).ok();
+        while self.inner.spare.lock().len() < SPARES {
+            match start_worker(self.inner.host.clone()) {
+                Ok(tx) => self.inner.spare.lock().push(tx),
+                Err(_) => return,
+            }
         }
     }
 
-    /// Hands a job to a fresh thread: the spare if there is one, else a new one.
+    /// Hands a job to a fresh thread: a spare if there is one, else a new one.
     fn dispatch(&self, job: Job) -> Result<(), ()> {
-        let spare = self.inner.spare.lock().take();
+        let spare = self.inner.spare.lock().pop();
         let tx = match spare {
             Some(tx) => tx,
             None => start_worker(self.inner.host.clone()).map_err(|_| ())?,
@@ -378,15 +386,12 @@ impl ToolDoor {
             return unknown_tool(inner, &name, id);
         };
         let spec = &inner.tools[index];
-        let invalid = |msg: &str| {
-            Answer::refuse(
-                Op::Call,
-                Some(&spec.name),
-                id,
-                ErrorKind::InvalidArguments,
-                &format!("{}: the arguments: {msg}", spec.name),
-            )
+        let refuse = |kind, msg: &str| Answer::refuse(Op::Call, Some(&spec.name), id, kind, msg);
+        let internal = |fault: String| Answer {
+            fault: Some(fault),
+            ..refuse(ErrorKind::ToolError, &format!("{} failed (internal error)", spec.name))
         };
+        let invalid = |msg: &str| refuse(ErrorKind::InvalidArguments, &format!("{}: the arguments: {msg}", spec.name));
         if let Some(k) = args.keys().find(|k| spec.fixed.iter().any(|f| f == k)) {
             return invalid(&format!("argument '{}' is fixed by the host", cut_chars(k, MAX_ECHO_CHARS)));
         }
@@ -394,13 +399,7 @@ impl ToolDoor {
             return invalid(e.message());
         }
         if let Err(e) = inner.state.lock().budget.try_start_call() {
-            return Answer::refuse(
-                Op::Call,
-                Some(&spec.name),
-                id,
-                ErrorKind::Timeout,
-                &format!("{} was not started: {e}", spec.name),
-            );
+            return refuse(ErrorKind::Timeout, &format!("{} was not started: {e}", spec.name));
         }
         let now = Instant::now();
         let by_deadline = ctx.deadline.map(|d| d.checked_sub(DEADLINE_MARGIN).unwrap_or(now));
@@ -409,15 +408,8 @@ impl ToolDoor {
             (Some(a), Some(b)) => Some(a.min(b)),
             (a, b) => a.or(b),
         };
-        let timed_out = |waited: Duration| {
-            Answer::refuse(
-                Op::Call,
-                Some(&spec.name),
-                id,
-                ErrorKind::Timeout,
-                &format!("{} timed out after {} s", spec.name, round_secs(waited)),
-            )
-        };
+        let timed_out =
+            |waited: Duration| refuse(ErrorKind::Timeout, &format!("{} timed out after {} s", spec.name, round_secs(waited)));
         if until.is_some_and(|u| u <= now) {
             return timed_out(Duration::ZERO);
         }
@@ -449,18 +441,24 @@ impl ToolDoor {
             }))
         };
         if spawned.is_err() {
-            return Answer {
-                fault: Some("the host could not start a thread for the call".into()),
-                ..Answer::refuse(
-                    Op::Call,
-                    Some(&spec.name),
-                    id,
-                    ErrorKind::ToolError,
-                    &format!("{} failed (internal error)", spec.name),
-                )
-            };
+            return internal("the host could not start a thread for the call".into());
+        }
+        let spin_until = Instant::now() + SPIN;
+        let mut quick = None;
+        while Instant::now() < spin_until {
+            match rx.try_recv() {
+                Ok(done) => {
+                    quick = Some(done);
+                    break;
+                }
+                Err(mpsc::TryRecvError::Empty) => std::hint::spin_loop(),
+                Err(mpsc::TryRecvError::Disconnected) => break,
+            }
         }
         let done = loop {
+            if quick.is_some() {
+                break quick;
+            }
             let wait = until.map_or(POLL, |u| u.saturating_duration_since(Instant::now()).min(POLL));
             match rx.recv_timeout(wait) {
                 Ok(done) => break Some(done),
@@ -481,13 +479,7 @@ impl ToolDoor {
                 st.budget.abandon();
                 drop(st);
                 let mut a = if cancelled {
-                    Answer::refuse(
-                        Op::Call,
-                        Some(&spec.name),
-                        id,
-                        ErrorKind::Cancelled,
-                        &format!("{} was cancelled", spec.name),
-                    )
+                    refuse(ErrorKind::Cancelled, &format!("{} was cancelled", spec.name))
                 } else {
                     timed_out(now.elapsed())
                 };
@@ -496,18 +488,8 @@ impl ToolDoor {
             }
         };
         let Some(Done { output, frame }) = done else {
-            return Answer {
-                fault: Some("the tool's thread ended without an answer (a panic)".into()),
-                ..Answer::refuse(
-                    Op::Call,
-                    Some(&spec.name),
-                    id,
-                    ErrorKind::ToolError,
-                    &format!("{} failed (internal error)", spec.name),
-                )
-            };
+            return internal("the tool's thread ended without an answer (a panic)".into());
         };
-        let refuse = |kind, msg: &str| Answer::refuse(Op::Call, Some(&spec.name), id, kind, msg);
         match output {
             ToolOutput::Ok(_) => {
                 if let Err(e) = inner.state.lock().budget.check_answer(frame.len() as u64) {
@@ -528,10 +510,7 @@ impl ToolDoor {
             }
             ToolOutput::Denied { message, fault } => Answer { fault, ..refuse(ErrorKind::Denied, &message) },
             ToolOutput::Error { message } => refuse(ErrorKind::ToolError, &message),
-            ToolOutput::Internal { fault } => Answer {
-                fault: Some(fault),
-                ..refuse(ErrorKind::ToolError, &format!("{} failed (internal error)", spec.name))
-            },
+            ToolOutput::Internal { fault } => internal(fault),
             ToolOutput::Cancelled => refuse(ErrorKind::Cancelled, &format!("{} was cancelled", spec.name)),
         }
     }

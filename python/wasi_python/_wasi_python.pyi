@@ -1,0 +1,64 @@
+"""The compiled extension (crates/pybind). Private: use the `wasi_python` package."""
+
+from os import PathLike
+from typing import Any, Optional
+
+WASMTIME_VERSION: str
+
+class ArtifactsMissing(Exception): ...
+
+class CancelToken:
+    def __init__(self) -> None: ...
+    def cancel(self) -> None: ...
+    def is_cancelled(self) -> bool: ...
+
+ToolArg = tuple[str, str, str, bool, list[str], Optional[float]]
+
+def check_artifacts(dir: str) -> Optional[int]: ...
+def precompile(dir: str) -> list[PathLike[str]]: ...
+def check_schema(schema_json: str, validates_input: bool) -> None: ...
+def shutdown_tools(timeout_s: float) -> int: ...
+def run(
+    artifacts: str,
+    argv: list[str],
+    stdin: bytes,
+    env: list[tuple[str, str]],
+    grants: list[tuple[str, str, bool]],
+    memory_bytes: int,
+    deadline_s: Optional[float],
+    output_bytes: int,
+    fuel: Optional[int],
+    cancel: Optional[CancelToken],
+    host: Any,
+    tools: Optional[list[ToolArg]] = None,
+    dispatcher: Any = None,
+    max_frames: Optional[int] = None,
+    max_request_bytes: Optional[int] = None,
+) -> dict[str, Any]: ...
+
+class SessionHandle:
+    def __init__(
+        self,
+        artifacts: str,
+        env: list[tuple[str, str]],
+        grants: list[tuple[str, str, bool]],
+        memory_bytes: int,
+        metered: bool,
+        idle_s: Optional[float],
+        lifetime_s: Optional[float],
+        shutdown_s: float,
+        tools: Optional[list[ToolArg]] = None,
+        dispatcher: Any = None,
+        max_frames: Optional[int] = None,
+        max_request_bytes: Optional[int] = None,
+    ) -> None: ...
+    def turn(
+        self,
+        code: str,
+        deadline_s: Optional[float],
+        output_bytes: int,
+        fuel: Optional[int],
+        cancel: Optional[CancelToken] = None,
+    ) -> tuple[Any, ...]: ...
+    def close(self) -> Optional[dict[str, Any]]: ...
+    def ended(self) -> Optional[str]: ...
