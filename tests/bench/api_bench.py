@@ -256,6 +256,40 @@ def main() -> None:
     rows.append(Row("from host import tools, 50 tools, in guest", "ms",
                     [x / 1e6 for _ in range(n(40)) for x in guest_ns(run(["-c", DISCOVERY, "50"], tools=tools50))], "≤ 3", "48"))
 
+    # Issue "run_async, Session and cancellation".
+    from wasi_python import Session, run_async
+    import asyncio
+
+    with Session() as sess:
+        sess.run("x = 1")
+        rows.append(Row("Session turn 'x' (echo), warm", "ms", wall(lambda: sess.run("x"), n(300), MS), "≤ 0.2", "1.1"))
+
+    async def concurrent(k: int) -> float:
+        t = time.perf_counter()
+        await asyncio.gather(*(run_async(["-c", "pass"]) for _ in range(k)))
+        return k / (time.perf_counter() - t)
+
+    rates = [asyncio.run(concurrent(16)) for _ in range(n(10))]
+    rows.append(Row("16 concurrent run_async(['-c','pass'])", "runs/s", rates, "≥ 400", "16.6"))
+
+    cpu = "x = 0\nfor i in range(3_000_000): x += i"
+    t = time.perf_counter(); ok(run(["-c", cpu])); one = time.perf_counter() - t
+
+    async def two() -> float:
+        t = time.perf_counter()
+        await asyncio.gather(run_async(["-c", cpu]), run_async(["-c", cpu]))
+        return time.perf_counter() - t
+
+    both = asyncio.run(two())
+    native_code = "x = 0\nfor i in range(3_000_000): x += i"
+    t = time.perf_counter(); subprocess.run([sys.executable, "-c", native_code], check=True); n1 = time.perf_counter() - t
+    t = time.perf_counter()
+    ps = [subprocess.Popen([sys.executable, "-c", native_code]) for _ in range(2)]
+    for p_ in ps:
+        p_.wait()
+    n2 = time.perf_counter() - t
+    rows.append(Row("2 CPU-bound guests in parallel / 1 alone (1.0 = perfect)", "ratio", [both / one], f"native: {n2 / n1:.2f}", "-"))
+
     invoke_us, tool_us = dispatcher_share(n(2000))
 
     print()

@@ -49,3 +49,34 @@ def many_calls_run():
     )
     done = run(["-c", program], tools=[ping], max_tool_calls=None)
     return done, calls
+
+
+# --- asynctests: a bounded asyncio runner (no pytest-asyncio here) ------------------------
+import asyncio as _asyncio
+
+import pytest as _pytest
+
+
+def _run_bounded(coro, *, leftover_s: float = 5.0):
+    """Like ``asyncio.run``, but tasks left over at the end get ``leftover_s`` seconds to
+    finish after being cancelled, instead of forever: a stuck task fails the test, it
+    does not hang the suite."""
+    loop = _asyncio.new_event_loop()
+    try:
+        return loop.run_until_complete(coro)
+    finally:
+        try:
+            tasks = [t for t in _asyncio.all_tasks(loop) if not t.done()]
+            for t in tasks:
+                t.cancel()
+            if tasks:
+                loop.run_until_complete(_asyncio.wait(tasks, timeout=leftover_s))
+            loop.run_until_complete(loop.shutdown_asyncgens())
+        finally:
+            loop.close()
+
+
+@_pytest.fixture
+def arun():
+    """``arun(coro)``: runs a coroutine on a fresh event loop, bounded at its end."""
+    return _run_bounded

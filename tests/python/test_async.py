@@ -1,7 +1,7 @@
 """``wasi_python.run_async``: the same run, awaited; the event loop stays free, guests run
 in parallel, and async tools and gates run on the loop that awaits.
 
-There is no pytest-asyncio here: each test drives its own loop with ``asyncio.run``.
+There is no pytest-asyncio here: each test drives its own loop with the ``arun`` fixture.
 """
 
 import asyncio
@@ -9,9 +9,7 @@ import threading
 import time
 
 import pytest
-
-from wasi_python import Completed, Grant, run, run_async, set_async_workers
-from wasi_python import _async
+from wasi_python import Completed, Grant, _async, run, run_async, set_async_workers
 from wasi_python.tools import ToolRecord, tool
 
 # A guest that keeps its CPU busy for `s` seconds of wall time.
@@ -25,7 +23,7 @@ def _drop_duration(done: Completed) -> tuple:
 # --- the same Completed as run ------------------------------------------------------------
 
 
-def test_run_async_returns_the_same_completed_as_run(tmp_path):
+def test_run_async_returns_the_same_completed_as_run(tmp_path, arun):
     (tmp_path / "in.txt").write_text("from the host")
     kw = dict(
         stdin=b"line\n",
@@ -38,13 +36,15 @@ def test_run_async_returns_the_same_completed_as_run(tmp_path):
     )
     argv = [
         "-c",
-        "import os, sys\n"
-        "print(os.environ['GREETING'], sys.stdin.read().strip(), open('/data/in.txt').read())\n"
-        "print('to stderr', file=sys.stderr)\n"
-        "sys.exit(3)",
+        (
+            "import os, sys\n"
+            "print(os.environ['GREETING'], sys.stdin.read().strip(), open('/data/in.txt').read())\n"
+            "print('to stderr', file=sys.stderr)\n"
+            "sys.exit(3)"
+        ),
     ]
     sync = run(argv, **kw)
-    awaited = asyncio.run(run_async(argv, **kw))
+    awaited = arun(run_async(argv, **kw))
     assert isinstance(awaited, Completed)
     assert awaited.exit_code == 3
     assert awaited.stdout == b"hi line from the host\n"
@@ -53,23 +53,23 @@ def test_run_async_returns_the_same_completed_as_run(tmp_path):
     assert _drop_duration(awaited)[:5] == _drop_duration(sync)[:5]
 
 
-def test_run_async_reports_limits_like_run():
-    done = asyncio.run(run_async(["-c", "print('x' * 1000)"], output_bytes=10))
+def test_run_async_reports_limits_like_run(arun):
+    done = arun(run_async(["-c", "print('x' * 1000)"], output_bytes=10))
     assert done.stdout == b"x" * 10
     assert done.truncated == ("stdout",)
-    done = asyncio.run(run_async(["-c", "while True: pass"], deadline_s=0.3))
+    done = arun(run_async(["-c", "while True: pass"], deadline_s=0.3))
     assert done.trapped == "deadline"
     assert done.exit_code is None
-    done = asyncio.run(run_async(["-c", "while True: pass"], fuel=10_000))
+    done = arun(run_async(["-c", "while True: pass"], fuel=10_000))
     assert done.trapped == "out of fuel"
 
 
-def test_run_async_with_tools_returns_the_record():
+def test_run_async_with_tools_returns_the_record(arun):
     @tool
     def double(x: int) -> int:
         return 2 * x
 
-    done = asyncio.run(run_async(["-c", "from host import tools\nprint(tools.double(21))"], tools=[double]))
+    done = arun(run_async(["-c", "from host import tools\nprint(tools.double(21))"], tools=[double]))
     assert done.ok
     assert done.stdout == b"42\n"
     assert isinstance(done.tools, ToolRecord)
@@ -87,16 +87,16 @@ def test_run_async_with_tools_returns_the_record():
         (dict(argv=["-c", "1"], cancel=object()), TypeError, "cancel"),
     ],
 )
-def test_run_async_refuses_bad_arguments_like_run(kw, exc, name):
+def test_run_async_refuses_bad_arguments_like_run(kw, exc, name, arun):
     argv = kw.pop("argv")
     with pytest.raises(exc, match=name):
-        asyncio.run(run_async(argv, **kw))
+        arun(run_async(argv, **kw))
 
 
 # --- the event loop stays free --------------------------------------------------------------
 
 
-def test_event_loop_ticks_while_a_guest_busy_loops():
+def test_event_loop_ticks_while_a_guest_busy_loops(arun):
     async def main():
         ticks: list[float] = []
         stop = asyncio.Event()
@@ -115,14 +115,14 @@ def test_event_loop_ticks_while_a_guest_busy_loops():
         await task
         return done, [t for t in ticks if t0 < t < t1], t1 - t0
 
-    done, during, wall = asyncio.run(main())
+    done, during, wall = arun(main())
     assert done.ok and done.stdout == b"done\n"
     assert wall >= 0.5
     # 0.5 s at one tick per 20 ms is 25 ticks; a blocked loop would give at most 1.
     assert len(during) >= 8, f"only {len(during)} ticks during a {wall:.2f} s guest"
 
 
-def test_guests_run_in_parallel():
+def test_guests_run_in_parallel(arun):
     # Calibrate a fixed amount of work that takes ~0.4 s here.
     probe = 2_000_000
     spin = "n = 0\nfor i in range({n}): n += i\nprint(n)"
@@ -138,10 +138,10 @@ def test_guests_run_in_parallel():
         return await asyncio.gather(*(run_async(argv) for _ in range(4)))
 
     t = time.monotonic()
-    one_by_one = asyncio.run(serial())
+    one_by_one = arun(serial())
     serial_s = time.monotonic() - t
     t = time.monotonic()
-    together = asyncio.run(parallel())
+    together = arun(parallel())
     parallel_s = time.monotonic() - t
 
     expected = str(sum(range(n))).encode()
@@ -158,7 +158,7 @@ def test_guests_run_in_parallel():
 # --- where tools and gates run -------------------------------------------------------------
 
 
-def test_async_tools_and_gates_run_on_the_awaiting_loop_and_sync_tools_on_threads():
+def test_async_tools_and_gates_run_on_the_awaiting_loop_and_sync_tools_on_threads(arun):
     seen: dict[str, object] = {}
 
     @tool
@@ -192,7 +192,7 @@ def test_async_tools_and_gates_run_on_the_awaiting_loop_and_sync_tools_on_thread
             deadline_s=10,
         )
 
-    done = asyncio.run(main())
+    done = arun(main())
     assert done.ok, done.stderr
     assert done.stdout == b"async sync\n"
     assert seen["tool_loop"] is seen["test_loop"]
@@ -228,7 +228,7 @@ def test_set_async_workers_refuses_what_is_not_a_positive_int(n):
     assert _async._pool_size == before
 
 
-def test_set_async_workers_bounds_how_many_guests_run_at_once():
+def test_set_async_workers_bounds_how_many_guests_run_at_once(arun):
     default = _async._pool_size
     argv = ["-c", "import time\nt0 = time.time()\ntime.sleep(0.3)\nprint(t0, time.time())"]
 
@@ -238,7 +238,7 @@ def test_set_async_workers_bounds_how_many_guests_run_at_once():
     try:
         set_async_workers(1)
         t = time.monotonic()
-        done = asyncio.run(two())
+        done = arun(two())
         wall = time.monotonic() - t
     finally:
         set_async_workers(default)

@@ -15,7 +15,6 @@ import threading
 import time
 
 import pytest
-
 from wasi_python import Session, SessionEnded, run, run_async
 from wasi_python.tools import ToolRecord, tool
 
@@ -25,7 +24,7 @@ SPIN = ["-c", "while True: pass"]
 # --- cancelling the awaiting task ------------------------------------------------------------
 
 
-def test_cancelling_the_task_stops_the_guest_promptly():
+def test_cancelling_the_task_stops_the_guest_promptly(arun):
     async def main():
         task = asyncio.create_task(run_async(SPIN, deadline_s=30))
         await asyncio.sleep(0.2)
@@ -37,12 +36,12 @@ def test_cancelling_the_task_stops_the_guest_promptly():
         return time.monotonic() - t
 
     started = time.monotonic()
-    after_cancel = asyncio.run(main())
+    after_cancel = arun(main())
     assert after_cancel < 1.0, f"CancelledError came {after_cancel:.2f} s after the cancel"
     assert time.monotonic() - started < 5
 
 
-def test_the_loop_runs_on_after_a_cancelled_guest():
+def test_the_loop_runs_on_after_a_cancelled_guest(arun):
     async def main():
         task = asyncio.create_task(run_async(SPIN, deadline_s=30))
         await asyncio.sleep(0.2)
@@ -51,11 +50,11 @@ def test_the_loop_runs_on_after_a_cancelled_guest():
             await task
         return await run_async(["-c", "print('next')"])
 
-    done = asyncio.run(main())
+    done = arun(main())
     assert done.ok and done.stdout == b"next\n"
 
 
-def test_cancelling_the_task_cancels_an_async_tool_at_its_await():
+def test_cancelling_the_task_cancels_an_async_tool_at_its_await(arun):
     flags = {"cancelled": threading.Event(), "finished": threading.Event()}
 
     async def main():
@@ -89,13 +88,13 @@ def test_cancelling_the_task_cancels_an_async_tool_at_its_await():
             await asyncio.sleep(0.01)
         return elapsed
 
-    elapsed = asyncio.run(main())
+    elapsed = arun(main())
     assert elapsed < 1.0, f"CancelledError came {elapsed:.2f} s after the cancel"
     assert flags["cancelled"].is_set(), "the async tool was not cancelled at its await"
     assert not flags["finished"].is_set()
 
 
-def test_cancelling_the_task_abandons_a_running_sync_tool():
+def test_cancelling_the_task_abandons_a_running_sync_tool(arun):
     entered, release, finished = threading.Event(), threading.Event(), threading.Event()
 
     @tool
@@ -118,7 +117,7 @@ def test_cancelling_the_task_abandons_a_running_sync_tool():
         return time.monotonic() - t
 
     try:
-        elapsed = asyncio.run(main())
+        elapsed = arun(main())
         # The task did not wait for the sync tool: it is still running, abandoned.
         still_running = not finished.is_set()
     finally:
@@ -163,7 +162,7 @@ def test_cancel_event_ends_run_with_cancelled_and_a_full_record():
     assert done.tools.frames == 2
 
 
-def test_cancel_event_ends_run_async_with_cancelled_and_a_full_record():
+def test_cancel_event_ends_run_async_with_cancelled_and_a_full_record(arun):
     @tool
     async def ping() -> str:
         await asyncio.sleep(0)
@@ -184,7 +183,7 @@ def test_cancel_event_ends_run_async_with_cancelled_and_a_full_record():
             timer.cancel()
 
     t = time.monotonic()
-    done = asyncio.run(main())
+    done = arun(main())
     assert time.monotonic() - t < 5
     assert done.trapped == "cancelled"
     assert done.exit_code is None
@@ -194,7 +193,7 @@ def test_cancel_event_ends_run_async_with_cancelled_and_a_full_record():
     assert all(o.outcome == "ok" for o in done.tools.outcomes)
 
 
-def test_cancel_event_on_run_async_without_tools():
+def test_cancel_event_on_run_async_without_tools(arun):
     ev = threading.Event()
 
     async def main():
@@ -205,28 +204,28 @@ def test_cancel_event_on_run_async_without_tools():
             timer.cancel()
 
     t = time.monotonic()
-    done = asyncio.run(main())
+    done = arun(main())
     assert time.monotonic() - t < 5
     assert done.trapped == "cancelled"
     assert done.tools is None
 
 
-def test_an_asyncio_event_cancels_run_async():
+def test_an_asyncio_event_cancels_run_async(arun):
     async def main():
         ev = asyncio.Event()
         asyncio.get_running_loop().call_later(0.2, ev.set)
         return await run_async(SPIN, cancel=ev, deadline_s=30)
 
     t = time.monotonic()
-    done = asyncio.run(main())
+    done = arun(main())
     assert time.monotonic() - t < 5
     assert done.trapped == "cancelled"
 
 
-def test_a_cancel_set_before_the_call_stops_run_async_at_once():
+def test_a_cancel_set_before_the_call_stops_run_async_at_once(arun):
     ev = threading.Event()
     ev.set()
-    done = asyncio.run(run_async(SPIN, cancel=ev, deadline_s=30))
+    done = arun(run_async(SPIN, cancel=ev, deadline_s=30))
     assert done.trapped == "cancelled"
     assert done.duration_s < 5
 

@@ -5,11 +5,13 @@ use std::process::Command;
 
 use anyhow::{Context, Result, bail};
 
+/// The workspace root. `cargo run` sets CARGO_MANIFEST_DIR at run time too; prefer it
+/// to the compile-time value, since clones sharing one target dir share the binary.
 pub(crate) fn workspace_root() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR"))
-        .parent()
-        .expect("xtask lives in the workspace")
-        .to_path_buf()
+    let dir = std::env::var_os("CARGO_MANIFEST_DIR")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| PathBuf::from(env!("CARGO_MANIFEST_DIR")));
+    dir.parent().expect("xtask lives in the workspace").to_path_buf()
 }
 
 pub(crate) fn target_dir() -> PathBuf {

@@ -347,7 +347,12 @@ impl Live {
                         let left = life.saturating_sub(self.opened.elapsed());
                         turn.deadline = Some(turn.deadline.map_or(left, |d| d.min(left)));
                     }
-                    let (done, end) = self.run_turn(&turn);
+                    let (done, mut end) = self.run_turn(&turn);
+                    // A turn cut short by the session's lifetime ends it for that reason.
+                    let lived = limits.lifetime.is_some_and(|l| self.opened.elapsed() >= l);
+                    if lived && end == Some(SessionEnd::Trapped(Trapped::Deadline)) {
+                        end = Some(SessionEnd::Lifetime);
+                    }
                     if let Some(e) = &end {
                         *ended.lock() = Some(e.clone());
                     }
