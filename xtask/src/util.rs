@@ -1,6 +1,6 @@
 //! Paths, commands, and the test/bench/demo pipelines.
 
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::process::Command;
 
 use anyhow::{Context, Result, bail};
