@@ -814,6 +814,9 @@ def _published_signature(
         if p.kind != "var_keyword" and p.optional:
             default = p.py_default if p.py_default is not _EMPTY else ...
         out.append(inspect.Parameter(p.name, _PY_KINDS[p.kind], default=default, annotation=ann))
+    # get_type_hints turns `-> None` into NoneType; show it as written.
+    if ret_hint is _NONE_TYPE:
+        ret_hint = None
     return inspect.Signature(out, return_annotation=ret_hint)
 
 

@@ -1246,3 +1246,10 @@ def test_public_module() -> None:
     for name in public.__all__:
         if name not in ("ToolOutcome", "ToolRecord"):  # the record lives in _door
             assert getattr(public, name) is getattr(_tools, name)
+
+
+def test_a_none_return_reads_as_written() -> None:
+    def f(x: int) -> None:
+        """Do."""
+
+    assert str(tool(f).signature) == "(x: int) -> None"
