@@ -601,3 +601,15 @@ pub(crate) fn echo_value(value: &Value) -> String {
     let text = String::from_utf8_lossy(&out);
     cut_chars(&text, crate::MAX_ECHO_CHARS).to_owned()
 }
+
+/// The frame as text, or a `Utf8` error at the first bad byte; `what` names it ("frame", "answer").
+pub(crate) fn utf8<'a>(frame: &'a [u8], what: &str) -> Result<&'a str, DecodeError> {
+    std::str::from_utf8(frame).map_err(|e| {
+        let at = e.valid_up_to();
+        err(
+            K::Utf8,
+            at,
+            format!("the {what} is not UTF-8: a bad byte at {at}"),
+        )
+    })
+}

@@ -1,7 +1,7 @@
 //! Request frames (guest to host): decoding on the host side.
 
 use crate::error::{DecodeError, DecodeErrorKind as K};
-use crate::parse::{BYTES_KEY, KeySet, Mode, PResult, Parser, duplicate_key, echo_value, err};
+use crate::parse::{BYTES_KEY, KeySet, Mode, PResult, Parser, duplicate_key, echo_value, err, utf8};
 use crate::text::{cut_chars, echo};
 use crate::value::{Map, Value};
 use crate::{MAX_ECHO_CHARS, MAX_ID, MAX_REQUEST_BYTES, PROTOCOL_VERSION};
@@ -72,17 +72,7 @@ pub fn decode_request(frame: &[u8]) -> Result<Request, DecodeError> {
             ),
         ));
     }
-    let text = match std::str::from_utf8(frame) {
-        Ok(text) => text,
-        Err(e) => {
-            let at = e.valid_up_to();
-            return Err(err(
-                K::Utf8,
-                at,
-                format!("the frame is not UTF-8: a bad byte at {at}"),
-            ));
-        }
-    };
+    let text = utf8(frame, "frame")?;
     let mut fields = Fields::default();
     if let Err(mut e) = read_fields(text, &mut fields) {
         e.id = fields.id;

@@ -2,7 +2,7 @@
 
 use crate::PROTOCOL_VERSION;
 use crate::error::{AnswerKind, DecodeError, DecodeErrorKind as K, ErrorKind};
-use crate::parse::{KeySet, Mode, PResult, Parser, duplicate_key, echo_value, err};
+use crate::parse::{KeySet, Mode, PResult, Parser, duplicate_key, echo_value, err, utf8};
 use crate::request::echoable_id;
 use crate::value::Value;
 
@@ -52,17 +52,7 @@ struct Fields {
 /// `message` that is not a string is `""`. With `ok: true`, a `tools` key makes it a list
 /// answer. Comparing the id with the request's is the caller's part.
 pub fn decode_response(frame: &[u8]) -> Result<Response, DecodeError> {
-    let text = match std::str::from_utf8(frame) {
-        Ok(text) => text,
-        Err(e) => {
-            let at = e.valid_up_to();
-            return Err(err(
-                K::Utf8,
-                at,
-                format!("the answer is not UTF-8: a bad byte at {at}"),
-            ));
-        }
-    };
+    let text = utf8(frame, "answer")?;
     let mut fields = Fields::default();
     let read = read_fields(text, &mut fields);
     let id = fields.id.as_ref().and_then(|(v, _)| echoable_id(v));
