@@ -277,6 +277,8 @@ impl Drop for Session {
 /// The session thread's state.
 struct Live {
     guest: Guest,
+    /// Dropped after `guest` (fields drop in order): the pool slot outlives the store.
+    _slot: engine::Slot,
     instance: Instance,
     turn: TypedFunc<(i32, i32), i32>,
     alloc: TypedFunc<i32, i32>,
@@ -286,12 +288,13 @@ struct Live {
 
 impl Live {
     fn open(
-        prepared: &engine::Prepared,
+        flavoured: &engine::Flavoured,
         artifacts: &Artifacts,
         config: &RunConfig,
         grants: &[(PathBuf, String, bool)],
     ) -> Result<Live, Error> {
         let args = vec!["/usr/local/bin/python.wasm".to_owned()];
+        let (prepared, slot) = flavoured.pick();
         let mut guest = run::new_guest(prepared, artifacts, config, grants, &args, Vec::new(), None)?;
         let fail = |e: wasmtime::Error| Error::Module(format!("opening the session: {e:#}"));
         let instance = run::instantiate(prepared, &mut guest.store).map_err(fail)?;
@@ -303,6 +306,7 @@ impl Live {
             .map_err(fail)?;
         let mut live = Live {
             guest,
+            _slot: slot,
             instance,
             turn,
             alloc,

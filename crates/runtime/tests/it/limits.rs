@@ -136,3 +136,29 @@ fn two_guests_run_at_the_same_time() {
     let (a, b) = (span(a.join().unwrap()), span(b.join().unwrap()));
     assert!(a.0 < b.1 && b.0 < a.1, "the runs did not overlap: {a:?} {b:?}");
 }
+
+#[test]
+fn more_live_stores_than_pool_slots_still_run() {
+    // The pooling allocator has 60 slots; sessions hold theirs while they live.
+    // Past the pool, stores go to the on-demand engine instead of failing.
+    use wasi_python_runtime::{SessionLimits, Turn};
+    let pooled = wasi_python_runtime::Runtime::new(runtime().artifacts().clone()).with_pooling(true);
+    let sessions: Vec<_> = (0..64)
+        .map(|_| pooled.open_session(RunConfig::new(Vec::<String>::new()), SessionLimits::default()).unwrap())
+        .collect();
+    let turn = |code: &str| Turn {
+        code: code.into(),
+        deadline: Some(Duration::from_secs(10)),
+        output_bytes: 1 << 16,
+        fuel: None,
+        cancel: CancelToken::new(),
+    };
+    for s in [&sessions[0], &sessions[63]] {
+        let done = s.turn(turn("6 * 7")).unwrap();
+        assert_eq!(text(&done.stdout), "42\n", "{}", text(&done.stderr));
+    }
+    let run = |code: &str| pooled.run(RunConfig::new(["-c", code])).unwrap();
+    assert_eq!(text(&run("print('run')").stdout), "run\n");
+    drop(sessions);
+    assert_eq!(text(&run("print('after')").stdout), "after\n");
+}
