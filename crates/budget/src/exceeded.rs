@@ -2,6 +2,8 @@
 
 use std::fmt;
 
+use wasi_python_protocol::ErrorKind;
+
 /// What a refused request would have exceeded.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 #[non_exhaustive]
@@ -22,11 +24,11 @@ impl Resource {
     /// The error kind the guest is answered with: `too_large` for a single request or answer
     /// that is too long, `budget_exceeded` for the run's frames and request bytes, and
     /// `timeout` while too many abandoned tool threads run.
-    pub fn wire_kind(&self) -> &'static str {
+    pub fn wire_kind(&self) -> ErrorKind {
         match self {
-            Resource::RequestLen | Resource::AnswerLen => "too_large",
-            Resource::Frames | Resource::RequestBytes => "budget_exceeded",
-            Resource::AbandonedThreads => "timeout",
+            Resource::RequestLen | Resource::AnswerLen => ErrorKind::TooLarge,
+            Resource::Frames | Resource::RequestBytes => ErrorKind::BudgetExceeded,
+            Resource::AbandonedThreads => ErrorKind::Timeout,
         }
     }
 }
@@ -74,7 +76,7 @@ impl Exceeded {
     }
 
     /// The error kind the guest is answered with; see [`Resource::wire_kind`].
-    pub fn wire_kind(&self) -> &'static str {
+    pub fn wire_kind(&self) -> ErrorKind {
         self.resource.wire_kind()
     }
 }

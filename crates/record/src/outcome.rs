@@ -2,6 +2,8 @@
 
 use std::fmt;
 
+use wasi_python_protocol::ErrorKind;
+
 /// What a frame asked for.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 #[non_exhaustive]
@@ -48,40 +50,53 @@ pub enum OutcomeKind {
 }
 
 impl OutcomeKind {
-    /// The name on the wire and in the record: `"ok"`, `"protocol"`, `"unknown_tool"`,
-    /// `"invalid_arguments"`, `"denied"`, `"tool_error"`, `"timeout"`, `"cancelled"`,
-    /// `"too_large"` or `"budget_exceeded"`.
+    /// The name on the wire and in the record: `"ok"`, or the error kind's wire name
+    /// (`"protocol"`, `"unknown_tool"`, ...), which crates/protocol owns.
     pub fn as_str(self) -> &'static str {
-        match self {
-            OutcomeKind::Ok => "ok",
-            OutcomeKind::Protocol => "protocol",
-            OutcomeKind::UnknownTool => "unknown_tool",
-            OutcomeKind::InvalidArguments => "invalid_arguments",
-            OutcomeKind::Denied => "denied",
-            OutcomeKind::ToolError => "tool_error",
-            OutcomeKind::Timeout => "timeout",
-            OutcomeKind::Cancelled => "cancelled",
-            OutcomeKind::TooLarge => "too_large",
-            OutcomeKind::BudgetExceeded => "budget_exceeded",
-        }
+        self.error_kind().map_or("ok", ErrorKind::as_str)
     }
 
-    /// The kind named `name` (the inverse of [`as_str`](OutcomeKind::as_str)), e.g. from the
-    /// budget's wire kind; `None` for any other text.
+    /// The kind named `name` (the inverse of [`as_str`](OutcomeKind::as_str)); `None` for
+    /// any other text.
     pub fn from_wire(name: &str) -> Option<Self> {
-        Some(match name {
-            "ok" => OutcomeKind::Ok,
-            "protocol" => OutcomeKind::Protocol,
-            "unknown_tool" => OutcomeKind::UnknownTool,
-            "invalid_arguments" => OutcomeKind::InvalidArguments,
-            "denied" => OutcomeKind::Denied,
-            "tool_error" => OutcomeKind::ToolError,
-            "timeout" => OutcomeKind::Timeout,
-            "cancelled" => OutcomeKind::Cancelled,
-            "too_large" => OutcomeKind::TooLarge,
-            "budget_exceeded" => OutcomeKind::BudgetExceeded,
-            _ => return None,
+        if name == "ok" {
+            return Some(OutcomeKind::Ok);
+        }
+        ErrorKind::from_wire(name).map(OutcomeKind::from)
+    }
+
+    /// The error kind the answer carried; `None` for `ok`.
+    pub fn error_kind(self) -> Option<ErrorKind> {
+        Some(match self {
+            OutcomeKind::Ok => return None,
+            OutcomeKind::Protocol => ErrorKind::Protocol,
+            OutcomeKind::UnknownTool => ErrorKind::UnknownTool,
+            OutcomeKind::InvalidArguments => ErrorKind::InvalidArguments,
+            OutcomeKind::Denied => ErrorKind::Denied,
+            OutcomeKind::ToolError => ErrorKind::ToolError,
+            OutcomeKind::Timeout => ErrorKind::Timeout,
+            OutcomeKind::Cancelled => ErrorKind::Cancelled,
+            OutcomeKind::TooLarge => ErrorKind::TooLarge,
+            OutcomeKind::BudgetExceeded => ErrorKind::BudgetExceeded,
         })
+    }
+}
+
+impl From<ErrorKind> for OutcomeKind {
+    fn from(kind: ErrorKind) -> Self {
+        match kind {
+            ErrorKind::Protocol => OutcomeKind::Protocol,
+            ErrorKind::UnknownTool => OutcomeKind::UnknownTool,
+            ErrorKind::InvalidArguments => OutcomeKind::InvalidArguments,
+            ErrorKind::Denied => OutcomeKind::Denied,
+            ErrorKind::ToolError => OutcomeKind::ToolError,
+            ErrorKind::Timeout => OutcomeKind::Timeout,
+            ErrorKind::Cancelled => OutcomeKind::Cancelled,
+            ErrorKind::TooLarge => OutcomeKind::TooLarge,
+            ErrorKind::BudgetExceeded => OutcomeKind::BudgetExceeded,
+            // A kind added to the protocol and not yet here is recorded as a protocol fault.
+            _ => OutcomeKind::Protocol,
+        }
     }
 }
 

@@ -13,7 +13,7 @@ use std::sync::mpsc;
 use std::time::{Duration, Instant};
 
 use parking_lot::Mutex;
-use wasi_python_budget::{Budget, Exceeded, Limits as BudgetLimits};
+use wasi_python_budget::{Budget, Limits as BudgetLimits};
 use wasi_python_protocol::{
     DecodeError, ErrorKind, ListAnswer, MAX_ECHO_CHARS, MAX_MESSAGE_CHARS, Map, Request, Value,
     cut_chars, decode_request, encode_error, encode_ok,
@@ -278,7 +278,7 @@ impl Answer {
         Answer {
             op,
             tool: tool.map(str::to_owned),
-            kind: OutcomeKind::from_wire(kind.as_str()).unwrap_or(OutcomeKind::Protocol),
+            kind: OutcomeKind::from(kind),
             frame: encode_error(id, kind, &message),
             message: Some(message),
             fault: None,
@@ -287,9 +287,6 @@ impl Answer {
     }
 }
 
-fn budget_kind(e: &Exceeded) -> ErrorKind {
-    ErrorKind::from_wire(e.wire_kind()).unwrap_or(ErrorKind::BudgetExceeded)
-}
 
 impl Door for ToolDoor {
     fn call(&self, request: &[u8], ctx: &CallContext) -> DoorAnswer {
@@ -299,7 +296,7 @@ impl Door for ToolDoor {
             let mut st = inner.state.lock();
             if let Err(e) = st.budget.charge_request(request_bytes) {
                 // Refused unread: no id is known.
-                let a = Answer::refuse(Op::Unknown, None, None, budget_kind(&e), &e.to_string());
+                let a = Answer::refuse(Op::Unknown, None, None, e.wire_kind(), &e.to_string());
                 return finish(&mut st, a, request_bytes);
             }
             st.recorder.next_seq()

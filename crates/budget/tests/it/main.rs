@@ -116,8 +116,8 @@ fn check_refusal(e: &Exceeded, limits: &Limits) {
         other => panic!("untested resource {other:?}"),
     };
     assert_eq!(Some(e.limit), limit, "{e:?}: limit");
-    assert_eq!(e.wire_kind(), kind, "{e:?}");
-    assert_eq!(e.resource.wire_kind(), kind, "{e:?}");
+    assert_eq!(e.wire_kind().as_str(), kind, "{e:?}");
+    assert_eq!(e.resource.wire_kind().as_str(), kind, "{e:?}");
     if e.resource == Resource::AbandonedThreads {
         assert!(e.used >= e.limit, "{e:?}: used");
     } else {
