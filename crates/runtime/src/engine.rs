@@ -44,16 +44,16 @@ impl std::fmt::Debug for Prepared {
 /// the on-demand engine (same compiled code), so the pool never refuses a run.
 pub(crate) const POOL_SLOTS: usize = 60;
 
-/// Whether `WASI_PYTHON_POOLING=1` asks for the pooling allocator.
+/// Whether the pooling allocator is used: yes, unless `WASI_PYTHON_POOLING=0`.
 pub(crate) fn pooling_from_env() -> bool {
-    std::env::var_os("WASI_PYTHON_POOLING").is_some_and(|v| v == "1")
+    std::env::var_os("WASI_PYTHON_POOLING").is_none_or(|v| v != "0")
 }
 
-/// The pooling allocator: slots are reused and a slot's memory stays mapped (32 MiB kept
-/// resident), which saves most page faults of the next run in it. Measured on 2026-12-02
-/// (2 vCPUs, noisy): warm `-c pass` median 3.7-5.4 ms against 5.2-5.9 on demand, min
-/// 2.8 against 3.7; but peak RSS after 200 runs 82 MB against 64 MB, over the 80 MB
-/// target. So it is opt-in (`WASI_PYTHON_POOLING=1`, or `Runtime::with_pooling`).
+/// The pooling allocator: slots are reused, and a slot keeps the pages its last run
+/// wrote mapped (reset from the image through `PAGEMAP_SCAN` on Linux 6.7+), so the
+/// next run in it takes few page faults and no mmap/munmap. 64 MiB covers the guest's
+/// initial 40 MiB memory and the heap's first growth; only pages a run wrote stay
+/// resident, so a slot costs a few MB, not 64. Measurements: docs/benchmarks.md.
 fn pooling_config() -> wasmtime::PoolingAllocationConfig {
     let slots = POOL_SLOTS as u32 + 4;
     let mut p = wasmtime::PoolingAllocationConfig::default();
@@ -66,8 +66,9 @@ fn pooling_config() -> wasmtime::PoolingAllocationConfig {
         .max_memory_size(4 << 30)
         .table_elements(65_536)
         .max_core_instance_size(4 << 20)
-        .linear_memory_keep_resident(32 << 20)
-        .pagemap_scan(wasmtime::Enabled::Auto);
+        .linear_memory_keep_resident(64 << 20)
+        .table_keep_resident(1 << 20)
+        .pagemap_scan(wasmtime::Enabled::Yes);
     p
 }
 
@@ -108,16 +109,25 @@ pub(crate) fn prepare(
     flavour: Flavour,
     pooling: bool,
 ) -> Result<Flavoured, Error> {
-    let on_demand = prepare_engine(artifacts, cache_dir, flavour, None)?;
     // The allocator does not change the generated code: both engines load one cache file.
+    // With a pool, the on-demand engine is loaded only when the pool is full: each loaded
+    // copy maps the compiled code again and costs its own resident pages (16 MB).
     let pooled = if pooling {
         prepare_engine(artifacts, cache_dir, flavour, Some(pooling_config())).ok()
     } else {
         None
     };
+    let on_demand = std::sync::OnceLock::new();
+    if pooled.is_none() {
+        let _ = on_demand.set(prepare_engine(artifacts, cache_dir, flavour, None)?);
+    }
     Ok(Flavoured {
         pooled,
         on_demand,
+        loading: Mutex::new(()),
+        artifacts: artifacts.clone(),
+        cache_dir: cache_dir.to_owned(),
+        flavour,
         live: Arc::new(AtomicUsize::new(0)),
     })
 }
@@ -126,7 +136,11 @@ pub(crate) fn prepare(
 #[derive(Debug)]
 pub(crate) struct Flavoured {
     pooled: Option<Prepared>,
-    pub(crate) on_demand: Prepared,
+    on_demand: std::sync::OnceLock<Prepared>,
+    loading: Mutex<()>,
+    artifacts: Artifacts,
+    cache_dir: PathBuf,
+    flavour: Flavour,
     live: Arc<AtomicUsize>,
 }
 
@@ -144,14 +158,36 @@ impl Drop for Slot {
 
 impl Flavoured {
     /// The engine for a new store, and its slot (drop it after the store).
-    pub(crate) fn pick(&self) -> (&Prepared, Slot) {
+    pub(crate) fn pick(&self) -> Result<(&Prepared, Slot), Error> {
         if let Some(p) = &self.pooled {
             if self.live.fetch_add(1, Ordering::SeqCst) < POOL_SLOTS {
-                return (p, Slot(Some(self.live.clone())));
+                return Ok((p, Slot(Some(self.live.clone()))));
             }
             self.live.fetch_sub(1, Ordering::SeqCst);
         }
-        (&self.on_demand, Slot(None))
+        Ok((self.on_demand()?, Slot(None)))
+    }
+
+    /// The on-demand engine, loaded on first need.
+    fn on_demand(&self) -> Result<&Prepared, Error> {
+        if let Some(p) = self.on_demand.get() {
+            return Ok(p);
+        }
+        let _one_loader = self.loading.lock();
+        if let Some(p) = self.on_demand.get() {
+            return Ok(p);
+        }
+        let p = prepare_engine(&self.artifacts, &self.cache_dir, self.flavour, None)?;
+        Ok(self.on_demand.get_or_init(|| p))
+    }
+
+    /// Any of the loaded engines (they share one compiled-code cache file).
+    pub(crate) fn any_engine(&self) -> &Engine {
+        match (&self.pooled, self.on_demand.get()) {
+            (Some(p), _) => &p.engine,
+            (None, Some(p)) => &p.engine,
+            (None, None) => unreachable!("prepare loads one engine at least"),
+        }
     }
 }
 

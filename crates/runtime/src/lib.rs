@@ -30,6 +30,7 @@ mod output;
 mod run;
 mod session;
 mod stop;
+mod threads;
 mod tools;
 
 pub use artifacts::{ARTIFACTS_ENV, Artifacts, DIST_COMMAND, MANIFEST_MAGIC};

@@ -294,7 +294,7 @@ impl Live {
         grants: &[(PathBuf, String, bool)],
     ) -> Result<Live, Error> {
         let args = vec!["/usr/local/bin/python.wasm".to_owned()];
-        let (prepared, slot) = flavoured.pick();
+        let (prepared, slot) = flavoured.pick()?;
         let mut guest = run::new_guest(prepared, artifacts, config, grants, &args, Vec::new(), None)?;
         let fail = |e: wasmtime::Error| Error::Module(format!("opening the session: {e:#}"));
         let instance = run::instantiate(prepared, &mut guest.store).map_err(fail)?;
