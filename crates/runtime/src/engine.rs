@@ -53,9 +53,14 @@ pub(crate) fn pooling_from_env() -> bool {
 /// wrote mapped (reset from the image through `PAGEMAP_SCAN` on Linux 6.7+), so the
 /// next run in it takes few page faults and no mmap/munmap. 64 MiB covers the guest's
 /// initial 40 MiB memory and the heap's first growth; only pages a run wrote stay
-/// resident, so a slot costs a few MB, not 64. Measurements: docs/benchmarks.md.
+/// resident, so a slot costs a few MB, not 64. Without `PAGEMAP_SCAN` (older kernels)
+/// keeping pages resident would mean a memset of all 64 MiB per run, so the slot is
+/// decommitted instead (the on-demand allocator's page faults, without its mmap).
+/// Measurements: docs/benchmarks.md.
 fn pooling_config() -> wasmtime::PoolingAllocationConfig {
     let slots = POOL_SLOTS as u32 + 4;
+    let scan = wasmtime::PoolingAllocationConfig::is_pagemap_scan_available();
+    let (keep_memory, keep_table) = if scan { (64 << 20, 1 << 20) } else { (0, 0) };
     let mut p = wasmtime::PoolingAllocationConfig::default();
     p.total_core_instances(slots)
         // A store's GC heap (the guest's exception objects) takes a memory slot too.
@@ -66,9 +71,9 @@ fn pooling_config() -> wasmtime::PoolingAllocationConfig {
         .max_memory_size(4 << 30)
         .table_elements(65_536)
         .max_core_instance_size(4 << 20)
-        .linear_memory_keep_resident(64 << 20)
-        .table_keep_resident(1 << 20)
-        .pagemap_scan(wasmtime::Enabled::Yes);
+        .linear_memory_keep_resident(keep_memory)
+        .table_keep_resident(keep_table)
+        .pagemap_scan(if scan { wasmtime::Enabled::Yes } else { wasmtime::Enabled::No });
     p
 }
 
@@ -80,6 +85,10 @@ fn config(flavour: Flavour, pooled: Option<wasmtime::PoolingAllocationConfig>) -
     c.epoch_interruption(true)
         .consume_fuel(flavour == Flavour::Metered)
         .wasm_exceptions(true)
+        // A run's ending is named by its trap code, never by a wasm backtrace, and
+        // capturing one (with symbols) cost every run that ends in os._exit about
+        // 0.1 ms. A runtime setting: the compiled code and its cache key stay the same.
+        .wasm_backtrace_max_frames(None)
         // wasmtime refuses a wasm stack larger than the async stack, even unused.
         .async_stack_size(MAX_WASM_STACK + (1 << 20))
         .max_wasm_stack(MAX_WASM_STACK);
