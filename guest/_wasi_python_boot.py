@@ -1,19 +1,78 @@
-"""The host's `run` entry (crates/runtime/src/run.rs): imported by a one-line `-c`.
+"""The host's entry into the guest (crates/runtime): imported by a one-line prelude.
 
-Runs the caller's command line through the reactor's own runner (`_reactor.run`, what
-the `run` export does), then what interpreter finalisation does that a program can
-observe: atexit handlers, `__main__` torn down so unclosed files flush, the streams
-flushed. It ends with `os._exit`, skipping CPython's ~20 ms teardown: the host drops
-the instance anyway.
+`main()` is what a run does (crates/runtime/src/run.rs): it runs the caller's command
+line through the reactor's own runner (`_reactor.run`, what the `run` export does),
+then what interpreter finalisation does that a program can observe: atexit handlers,
+`__main__` torn down so unclosed files flush, the streams flushed. It ends with
+`os._exit`, skipping CPython's ~20 ms teardown: the host drops the instance anyway.
+
+`install()` is what a session's setup turn does; `main()` does it too. It puts this
+module first on sys.meta_path as the finder and loader of the `host` package, whose
+compiled modules `cargo xtask dist` bundles into one file beside this one
+(`host.bundle`, a marshalled {name: marshalled code}). Importing `host` then reads
+one file instead of walking the folder: each WASI file call costs the guest about
+10 us, and the path finder makes dozens. The folder stays on sys.path and holds the
+sources, for tracebacks, `inspect.getsource` and a missing bundle.
 """
 
-import os
 import sys
 
-import _reactor
+_DIR = __file__.rpartition("/")[0]
+_bundle = None  # {module name: marshalled code}, read on the first `import host`
 
 
-def _main() -> None:
+def find_spec(name, path=None, target=None):
+    """The spec of `host` or one of its modules, from the bundle; None for any other."""
+    global _bundle
+    if name != "host" and not name.startswith("host."):
+        return None
+    if _bundle is None:
+        try:
+            import marshal
+
+            with open(_DIR + "/host.bundle", "rb") as f:
+                _bundle = marshal.loads(f.read())
+            if type(_bundle) is not dict:
+                _bundle = {}
+        except Exception:  # noqa: BLE001 - no bundle: the folder on sys.path serves
+            _bundle = {}
+    if name not in _bundle:
+        return None
+    package = name == "host"
+    where = _DIR + "/" + name.replace(".", "/")
+    spec = sys.modules["_frozen_importlib"].ModuleSpec(
+        name,
+        sys.modules[__name__],
+        origin=where + "/__init__.py" if package else where + ".py",
+        is_package=package,
+    )
+    spec.has_location = True
+    if package:
+        spec.submodule_search_locations = [where]
+    return spec
+
+
+def create_module(spec):
+    return None
+
+
+def exec_module(module):
+    import marshal
+
+    exec(marshal.loads(_bundle[module.__spec__.name]), module.__dict__)
+
+
+def install():
+    if sys.modules[__name__] not in sys.meta_path:
+        sys.meta_path.insert(0, sys.modules[__name__])
+
+
+def main():
+    import os
+
+    import _reactor
+
+    install()
     code = _reactor.run([sys.executable, *sys.argv[1:]], dict(os.environ))
     import atexit
     import gc
@@ -29,6 +88,3 @@ def _main() -> None:
         except Exception:  # noqa: BLE001 - a closed or broken stream loses nothing more
             pass
     os._exit(code)
-
-
-_main()

@@ -9,13 +9,13 @@ Keeping them out of host.tools keeps `from host import tools` cheap: the guest
 compiles less, and imports neither inspect nor numbers.
 """
 
+from host import ToolArgumentError as _ArgumentError
 from host.tools import (
     _NOT_SENT,
     _POSITIONAL_ONLY,
     _POSITIONAL_OR_KEYWORD,
     _REQUIRED,
     _VAR_KEYWORD,
-    _ArgumentError,
     _copy,
     _param_name,
     _Refused,

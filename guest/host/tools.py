@@ -15,15 +15,6 @@ from binascii import a2b_base64 as _a2b
 from binascii import b2a_base64 as _b2a
 
 import host as _pkg
-from host import (
-    ToolArgumentError as _ArgumentError,
-)
-from host import (
-    ToolError as _ToolError,
-)
-from host import (
-    ToolProtocolError as _ProtocolError,
-)
 
 try:
     import _host as _door
@@ -32,17 +23,18 @@ except ImportError:
         "host.tools works only inside the sandbox: there is no _host module"
     ) from None
 
-# The error kinds a host may answer, and the class the guest raises for each.
+# The error kinds a host may answer, and the name of the class the guest raises for
+# each. The classes are host's, defined on first use (see host.__getattr__).
 _CLASSES = {
-    "protocol": _pkg.ToolProtocolError,
-    "unknown_tool": _pkg.ToolArgumentError,
-    "invalid_arguments": _pkg.ToolArgumentError,
-    "denied": _pkg.ToolDenied,
-    "tool_error": _pkg.ToolError,
-    "timeout": _pkg.ToolTimeout,
-    "cancelled": _pkg.ToolCancelled,
-    "too_large": _pkg.ToolTooLarge,
-    "budget_exceeded": _pkg.ToolBudgetExceeded,
+    "protocol": "ToolProtocolError",
+    "unknown_tool": "ToolArgumentError",
+    "invalid_arguments": "ToolArgumentError",
+    "denied": "ToolDenied",
+    "tool_error": "ToolError",
+    "timeout": "ToolTimeout",
+    "cancelled": "ToolCancelled",
+    "too_large": "ToolTooLarge",
+    "budget_exceeded": "ToolBudgetExceeded",
 }
 
 # keyword.kwlist, spelled out: importing `keyword` costs more than it saves.
@@ -106,17 +98,17 @@ def _read(raw, rid, prefix):
     try:
         answer = _decode(raw.decode("utf-8"))
     except (ValueError, RecursionError):  # UnicodeDecodeError is a ValueError
-        raise _ProtocolError(prefix + "the answer is not JSON") from None
+        raise _pkg.ToolProtocolError(prefix + "the answer is not JSON") from None
     if type(answer) is not dict or type(answer.get("v")) is not int:
-        raise _ProtocolError(prefix + "the answer is not a protocol 1 object")
+        raise _pkg.ToolProtocolError(prefix + "the answer is not a protocol 1 object")
     if answer["v"] != 1:
-        raise _ProtocolError(f"{prefix}the answer is protocol {answer['v']}, not 1")
+        raise _pkg.ToolProtocolError(f"{prefix}the answer is protocol {answer['v']}, not 1")
     aid = answer.get("id")
     if aid is not None and (type(aid) is not int or aid != rid):
-        raise _ProtocolError(prefix + "the answer's id does not match the call")
+        raise _pkg.ToolProtocolError(prefix + "the answer's id does not match the call")
     ok = answer.get("ok")
     if ok is not True and ok is not False:
-        raise _ProtocolError(prefix + "the answer has no ok")
+        raise _pkg.ToolProtocolError(prefix + "the answer has no ok")
     return answer
 
 
@@ -131,7 +123,7 @@ def _failure(answer):
     message = error.get("message")
     if type(message) is not str:
         message = ""
-    exc = _CLASSES.get(kind, _ToolError)(message)
+    exc = getattr(_pkg, _CLASSES.get(kind, "ToolError"))(message)
     exc.kind = kind
     return exc
 
@@ -165,11 +157,11 @@ def _result(answer, raw, prefix):
         try:
             value = _unbytes(value)
         except ValueError:
-            raise _ProtocolError(
+            raise _pkg.ToolProtocolError(
                 prefix + 'a "$bytes" value is not strict base64'
             ) from None
         except RecursionError:
-            raise _ProtocolError(prefix + "the answer is nested too deeply") from None
+            raise _pkg.ToolProtocolError(prefix + "the answer is nested too deeply") from None
     return value
 
 
@@ -260,7 +252,7 @@ def _check(tool, arguments):
             converted = _convert(value, _DEPTH)
         except _Refused as r:
             where = "".join(reversed(r.path or ()))
-            raise _ArgumentError(
+            raise _pkg.ToolArgumentError(
                 f"{tool.name}(): argument {name!r}{where} {r.why}"
             ) from None
         if converted is not value:
@@ -292,9 +284,9 @@ def _call(tool, args, kwargs):
     try:
         raw = _door.call(frame)
     except ConnectionRefusedError:
-        raise _ProtocolError("no host is bound to the door") from None
+        raise _pkg.ToolProtocolError("no host is bound to the door") from None
     except OSError as e:
-        raise _ProtocolError(f"the door failed: {e}") from None
+        raise _pkg.ToolProtocolError(f"the door failed: {e}") from None
     return _result(_read(raw, rid, tool.prefix), raw, tool.prefix)
 
 
@@ -530,7 +522,7 @@ def _load():
         raise ImportError(f"{broken}the door failed: {e}") from None
     try:
         answer = _read(raw, rid, "")
-    except _ProtocolError as e:
+    except _pkg.ToolProtocolError as e:
         raise ImportError(f"{broken}{e}") from None
     if answer["ok"] is False:
         e = _failure(answer)

@@ -5,7 +5,6 @@ from __future__ import annotations
 import asyncio
 import atexit
 import inspect
-import json
 import math
 import os
 import threading
@@ -38,6 +37,10 @@ _ARTIFACTS_ENV = "WASI_PYTHON_ARTIFACTS"
 _FIX = "cargo xtask dist"
 
 
+# Resolved once: resolving walks the path with a system call per component.
+_PACKAGE_ARTIFACTS = Path(__file__).resolve().parent / "_artifacts"
+
+
 def artifacts() -> Path:
     """The folder holding the guest artifacts: ``$WASI_PYTHON_ARTIFACTS``, else the
     ``_artifacts`` folder inside this package (filled by ``cargo xtask dist``, and
@@ -46,7 +49,7 @@ def artifacts() -> Path:
     Raises ArtifactsMissing, naming what is missing and the command that fixes it.
     """
     env = os.environ.get(_ARTIFACTS_ENV)
-    path = Path(env) if env else Path(__file__).resolve().parent / "_artifacts"
+    path = Path(env) if env else _PACKAGE_ARTIFACTS
     _ext.check_artifacts(str(path))
     return path
 
@@ -78,13 +81,26 @@ for d, _, files in os.walk(root):
             py_compile.compile(src, cfile=out, dfile=src, doraise=True,
                                invalidation_mode=py_compile.PycInvalidationMode.UNCHECKED_HASH)
             n += 1
+# The host package as one file, a marshalled dict of marshalled code: the boot module's
+# finder serves `import host` from it (see guest/_wasi_python_boot.py).
+import marshal
+bundle = {{}}
+for f in sorted(os.listdir(root + '/host')):
+    if f.endswith('.py'):
+        src = root + '/host/' + f
+        with open(src, 'rb') as fh:
+            code = compile(fh.read(), src, 'exec', dont_inherit=True)
+        bundle['host' if f == '__init__.py' else 'host.' + f[:-3]] = marshal.dumps(code)
+with open('/out/host.bundle', 'wb') as fh:
+    fh.write(marshal.dumps(bundle))
 print(n)
 """
 
 
 def _compile_guest_package(dist: Path) -> int:
-    """Compiles our guest package (lib/wasi-python) to unchecked-hash .pyc with the guest's
-    own CPython, so no run compiles it again (the guest cannot write bytecode itself)."""
+    """Compiles our guest package (lib/wasi-python) to unchecked-hash .pyc, and the host
+    package into one bundle file, with the guest's own CPython, so no run compiles it
+    again (the guest cannot write bytecode itself)."""
     import shutil
     import tempfile
 
@@ -215,17 +231,6 @@ class _Unset:
 _UNSET = _Unset()
 #: The tool door's default limits.
 TOOL_DEFAULTS: Mapping[str, Any] = {"max_tool_calls": 1000, "max_tool_request_bytes": 16 << 20}
-
-
-def _tool_arg(t: Any) -> tuple[str, str, str, bool, list[str], Optional[float]]:
-    return (
-        t.name,
-        json.dumps(t.descriptor(), ensure_ascii=False, separators=(",", ":"), allow_nan=False),
-        json.dumps(t.input_schema, ensure_ascii=False, allow_nan=False),
-        bool(t.validates_input),
-        list(t.fixed),
-        t.timeout_s,
-    )
 
 
 def _door_args(tools: Any, gate: Any, max_calls: Any, max_bytes: Any, host: Any) -> Optional[tuple[list[Any], Any, Optional[int], Optional[int]]]:
@@ -362,7 +367,7 @@ def _execute(p: _Plan, token: Any, loop: Optional[asyncio.AbstractEventLoop]) ->
     try:
         d = _ext.run(
             p.where, p.args, p.stdin, p.env, p.grants, p.memory, p.deadline, p.output, p.fuel, token, None,
-            [_tool_arg(t) for t in tool_list], dispatcher, frames, req_bytes,
+            [t._for_door() for t in tool_list], dispatcher, frames, req_bytes,
         )
     finally:
         dispatcher.close()

@@ -70,7 +70,7 @@ class Session:
         if door is not None:
             tool_list, gate_fn, frames, req = door
             self._dispatcher = _door.Dispatcher(tool_list, gate_fn)
-            extra = ([_run._tool_arg(t) for t in tool_list], self._dispatcher, frames, req)
+            extra = ([t._for_door() for t in tool_list], self._dispatcher, frames, req)
         self._handle = _ext.SessionHandle(
             where, env_l, grants_l, memory, self._fuel is not None, idle, life, shut or 5.0, *extra
         )

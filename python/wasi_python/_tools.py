@@ -30,13 +30,16 @@ import dataclasses
 import enum
 import functools
 import inspect
+import json
 import keyword
 import math
 import numbers
 import re
 import sys
+import threading
 import types
 import typing
+import weakref
 from dataclasses import dataclass
 from collections.abc import Callable, Iterable
 from typing import Any
@@ -122,6 +125,7 @@ class Tool:
         "_descriptor",
         "_target",
         "_options",
+        "_compiled",
         "__wrapped__",
     )
 
@@ -148,6 +152,7 @@ class Tool:
     _options: dict[str, Any]
 
     def __init__(self, **fields: Any) -> None:
+        fields.setdefault("_compiled", None)
         for key in self.__slots__:
             object.__setattr__(self, key, fields.pop(key))
         if fields:  # pragma: no cover - internal misuse
@@ -180,6 +185,24 @@ class Tool:
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
         return self._target(*args, **kwargs)
+
+    def _for_door(self) -> Any:
+        """The tool compiled for the runtime's door (its descriptor's JSON and its checked
+        schema), made on first use and shared by every later run."""
+        compiled = self._compiled
+        if compiled is None:
+            from ._wasi_python import CompiledTool
+
+            compiled = CompiledTool(
+                self.name,
+                json.dumps(self._descriptor, ensure_ascii=False, separators=(",", ":"), allow_nan=False),
+                json.dumps(self._input_schema, ensure_ascii=False, allow_nan=False),
+                bool(self.validates_input),
+                list(self.fixed),
+                self.timeout_s,
+            )
+            object.__setattr__(self, "_compiled", compiled)
+        return compiled
 
     def __repr__(self) -> str:
         return f"<Tool {self.name}{self.signature}>"
@@ -264,12 +287,44 @@ def _as_tools(tools: Any) -> list[Tool]:
     out: list[Tool] = []
     seen: set[str] = set()
     for item in tools:
-        t = tool(item)
+        t = _tool_of_function(item) if type(item) is types.FunctionType else tool(item)
         if t.name in seen:
             raise ValueError(f"two tools are named {t.name!r}; a run offers one tool per name")
         seen.add(t.name)
         out.append(t)
     return out
+
+
+# tool(fn) for the plain functions passed in tools=, kept while the function lives and
+# stays as it was: a run offering the same functions as the last skips reading them
+# again (signature, hints, docstring, schema).
+_FUNCTION_TOOLS: weakref.WeakKeyDictionary[Any, tuple[tuple[Any, ...], Tool]] = weakref.WeakKeyDictionary()
+_FUNCTION_TOOLS_LOCK = threading.Lock()
+
+
+def _fingerprint(fn: types.FunctionType) -> tuple[Any, ...]:
+    """What tool() reads of a function, compared by identity."""
+    ann = fn.__annotations__
+    return (
+        fn.__code__, fn.__defaults__, fn.__kwdefaults__, fn.__doc__, fn.__name__, fn.__qualname__,
+        fn.__module__, fn.__globals__, ann, *(ann.items() if ann else ()),
+        *(fn.__dict__.items()),
+    )
+
+
+def _tool_of_function(fn: types.FunctionType) -> Tool:
+    mark = _fingerprint(fn)
+    with _FUNCTION_TOOLS_LOCK:
+        hit = _FUNCTION_TOOLS.get(fn)
+    if hit is not None and len(hit[0]) == len(mark) and all(
+        a is b or (type(a) is tuple and type(b) is tuple and len(a) == 2 and a[0] == b[0] and a[1] is b[1])
+        for a, b in zip(hit[0], mark)
+    ):
+        return hit[1]
+    t = tool(fn)
+    with _FUNCTION_TOOLS_LOCK:
+        _FUNCTION_TOOLS[fn] = (mark, t)
+    return t
 
 
 def _check_schema(schema: dict[str, Any], validates_input: bool) -> None:

@@ -12,7 +12,18 @@ class CancelToken:
     def cancel(self) -> None: ...
     def is_cancelled(self) -> bool: ...
 
-ToolArg = tuple[str, str, str, bool, list[str], Optional[float]]
+class CompiledTool:
+    """One tool compiled for the door (descriptor JSON, checked input schema)."""
+
+    def __init__(
+        self,
+        name: str,
+        descriptor: str,
+        schema: str,
+        validates_input: bool,
+        fixed: list[str],
+        timeout_s: Optional[float],
+    ) -> None: ...
 
 def check_artifacts(dir: str) -> Optional[int]: ...
 def precompile(dir: str) -> list[PathLike[str]]: ...
@@ -30,7 +41,7 @@ def run(
     fuel: Optional[int],
     cancel: Optional[CancelToken],
     host: Any,
-    tools: Optional[list[ToolArg]] = None,
+    tools: Optional[list[CompiledTool]] = None,
     dispatcher: Any = None,
     max_frames: Optional[int] = None,
     max_request_bytes: Optional[int] = None,
@@ -47,7 +58,7 @@ class SessionHandle:
         idle_s: Optional[float],
         lifetime_s: Optional[float],
         shutdown_s: float,
-        tools: Optional[list[ToolArg]] = None,
+        tools: Optional[list[CompiledTool]] = None,
         dispatcher: Any = None,
         max_frames: Optional[int] = None,
         max_request_bytes: Optional[int] = None,

@@ -16,6 +16,7 @@ fn _wasi_python(m: &Bound<'_, PyModule>) -> PyResult<()> {
     errors::register(m)?;
     m.add_class::<run::CancelToken>()?;
     m.add_class::<session::SessionHandle>()?;
+    m.add_class::<tool_host::CompiledTool>()?;
     m.add_function(wrap_pyfunction!(run::run, m)?)?;
     m.add_function(wrap_pyfunction!(run::check_artifacts, m)?)?;
     m.add_function(wrap_pyfunction!(run::precompile, m)?)?;

@@ -117,7 +117,7 @@ pub(crate) fn run<'py>(
     fuel: Option<u64>,
     cancel: Option<PyRef<'py, CancelToken>>,
     host: Option<Py<PyAny>>,
-    tools: Option<Vec<tool_host::ToolArg>>,
+    tools: Option<Vec<Py<tool_host::CompiledTool>>>,
     dispatcher: Option<Py<PyAny>>,
     max_frames: Option<u64>,
     max_request_bytes: Option<u64>,
@@ -147,7 +147,7 @@ pub(crate) fn run<'py>(
     let door = match (tools, dispatcher) {
         (Some(tools), Some(dispatcher)) => {
             let door = ToolDoor::new(
-                tool_host::specs(tools)?,
+                tool_host::specs(&tools),
                 Arc::new(tool_host::PyToolHost { dispatcher }),
                 tool_host::limits(max_frames, max_request_bytes),
             )

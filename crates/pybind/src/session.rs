@@ -36,7 +36,7 @@ impl SessionHandle {
         idle_s: Option<f64>,
         lifetime_s: Option<f64>,
         shutdown_s: f64,
-        tools: Option<Vec<tool_host::ToolArg>>,
+        tools: Option<Vec<Py<tool_host::CompiledTool>>>,
         dispatcher: Option<Py<PyAny>>,
         max_frames: Option<u64>,
         max_request_bytes: Option<u64>,
@@ -55,7 +55,7 @@ impl SessionHandle {
         let door = match (tools, dispatcher) {
             (Some(tools), Some(dispatcher)) => {
                 let door = ToolDoor::new(
-                    tool_host::specs(tools)?,
+                    tool_host::specs(&tools),
                     Arc::new(tool_host::PyToolHost { dispatcher }),
                     tool_limits,
                 )

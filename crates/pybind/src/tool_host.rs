@@ -11,19 +11,34 @@ use wasi_python_runtime::{CancelToken, Invocation, ToolHost, ToolOutput, ToolSpe
 use crate::convert;
 use crate::run::CancelToken as PyCancelToken;
 
-/// One tool as the package hands it over:
-/// (name, descriptor JSON, input schema JSON, validates_input, fixed keywords, timeout_s).
-pub(crate) type ToolArg = (String, String, String, bool, Vec<String>, Option<f64>);
+/// One tool compiled for the door: its descriptor and its checked input schema.
+/// The package makes one per `Tool`, once, and hands the same to every run.
+#[pyclass(module = "wasi_python._wasi_python", frozen)]
+pub(crate) struct CompiledTool {
+    pub(crate) spec: std::sync::Arc<ToolSpec>,
+}
 
-pub(crate) fn specs(tools: Vec<ToolArg>) -> PyResult<Vec<ToolSpec>> {
-    tools
-        .into_iter()
-        .map(|(name, descriptor, schema, validates_input, fixed, timeout_s)| {
-            let schema = convert::json_arg(&schema, "an input schema")?;
-            ToolSpec::new(name, descriptor, &schema, validates_input, fixed, timeout_s.map(Duration::from_secs_f64))
-                .map_err(|e| pyo3::exceptions::PyValueError::new_err(e.to_string()))
-        })
-        .collect()
+#[pymethods]
+impl CompiledTool {
+    /// (name, descriptor JSON, input schema JSON, validates_input, fixed keywords, timeout_s).
+    #[new]
+    fn new(
+        name: String,
+        descriptor: String,
+        schema: &str,
+        validates_input: bool,
+        fixed: Vec<String>,
+        timeout_s: Option<f64>,
+    ) -> PyResult<Self> {
+        let schema = convert::json_arg(schema, "an input schema")?;
+        let spec = ToolSpec::new(name, descriptor, &schema, validates_input, fixed, timeout_s.map(Duration::from_secs_f64))
+            .map_err(|e| pyo3::exceptions::PyValueError::new_err(e.to_string()))?;
+        Ok(CompiledTool { spec: std::sync::Arc::new(spec) })
+    }
+}
+
+pub(crate) fn specs(tools: &[Py<CompiledTool>]) -> Vec<std::sync::Arc<ToolSpec>> {
+    tools.iter().map(|t| t.get().spec.clone()).collect()
 }
 
 pub(crate) fn limits(max_frames: Option<u64>, max_request_bytes: Option<u64>) -> BudgetLimits {

@@ -32,6 +32,7 @@ mod session;
 mod stop;
 mod threads;
 mod tools;
+mod wait;
 
 pub use artifacts::{ARTIFACTS_ENV, Artifacts, DIST_COMMAND, MANIFEST_MAGIC};
 pub use config::{Grant, Limits, MIN_MEMORY_BYTES, RunConfig};

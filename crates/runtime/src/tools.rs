@@ -34,6 +34,10 @@ const SPARES: usize = 2;
 /// How long the guest's thread spins for a quick answer before it sleeps: a sleep and
 /// wake-up costs tens of microseconds on a small VM, most tool calls less.
 const SPIN: Duration = Duration::from_micros(150);
+/// How long a spare tool thread, once ready, spins for its call before it sleeps: in a
+/// loop of calls the next one comes within this, and finds the thread awake (waking a
+/// sleeping thread on another, idle, CPU is most of a round trip on a VM).
+const IDLE_SPIN: Duration = Duration::from_micros(200);
 
 /// Why a set of tools cannot be offered.
 #[derive(Debug, thiserror::Error)]
@@ -145,19 +149,55 @@ pub trait ToolHost: Send + Sync + 'static {
 /// One call's work, sent to a tool thread.
 type Job = Box<dyn FnOnce() + Send>;
 
-/// Starts a tool thread that waits for exactly one job.
-fn start_worker(host: Arc<dyn ToolHost>) -> std::io::Result<mpsc::SyncSender<Job>> {
-    let (tx, rx) = mpsc::sync_channel::<Job>(1);
-    std::thread::Builder::new()
+/// Tool threads started ahead of their call, each for exactly one call.
+#[derive(Default)]
+struct Spares {
+    /// Threads set up and waiting for their call, the newest last.
+    ready: Vec<mpsc::SyncSender<Job>>,
+    /// Threads started but not yet ready.
+    starting: usize,
+}
+
+/// Starts a tool thread that lists itself in `spares` once it is set up, then waits for
+/// one job: spinning for [`IDLE_SPIN`], so that a call soon after finds it awake, then
+/// asleep. It ends without a job when the door, and with it the list, is dropped.
+fn start_spare(host: Arc<dyn ToolHost>, spares: Arc<Mutex<Spares>>) -> std::io::Result<()> {
+    spares.lock().starting += 1;
+    let list = spares.clone();
+    let spawned = std::thread::Builder::new()
         .name("wasi-python-tool".into())
         .spawn(move || {
             host.enter_thread(Box::new(move || {
-                if let Ok(job) = rx.recv() {
+                let (tx, rx) = mpsc::sync_channel::<Job>(1);
+                {
+                    let mut s = list.lock();
+                    s.starting -= 1;
+                    s.ready.push(tx);
+                }
+                // Only the door keeps the list (and this thread's sender) alive.
+                drop(list);
+                let job = match crate::wait::try_recv_spinning(&rx, IDLE_SPIN) {
+                    Ok(job) => Some(job),
+                    Err(mpsc::TryRecvError::Empty) => rx.recv().ok(),
+                    Err(mpsc::TryRecvError::Disconnected) => None,
+                };
+                if let Some(job) = job {
                     job();
                 }
             }))
-        })?;
-    Ok(tx)
+        });
+    if spawned.is_err() {
+        spares.lock().starting -= 1;
+    }
+    spawned.map(drop)
+}
+
+/// Runs `job` on a thread started for it alone (when no spare is ready).
+fn start_for(host: Arc<dyn ToolHost>, job: Job) -> std::io::Result<()> {
+    std::thread::Builder::new()
+        .name("wasi-python-tool".into())
+        .spawn(move || host.enter_thread(job))
+        .map(drop)
 }
 
 /// A door that speaks the tool protocol for a fixed set of tools.
@@ -173,14 +213,14 @@ impl std::fmt::Debug for ToolDoor {
 }
 
 struct Inner {
-    tools: Vec<ToolSpec>,
+    tools: Vec<Arc<ToolSpec>>,
     by_name: HashMap<String, usize>,
     list: ListAnswer,
     offered: String,
     host: Arc<dyn ToolHost>,
     state: Mutex<State>,
     /// Fresh threads, started ahead of the next calls so their start is off the calls' path.
-    spare: Mutex<Vec<mpsc::SyncSender<Job>>>,
+    spares: Arc<Mutex<Spares>>,
 }
 
 struct State {
@@ -189,11 +229,14 @@ struct State {
 }
 
 impl ToolDoor {
+    /// A door over `tools` (a `ToolSpec` or an `Arc` of one: an embedder may compile
+    /// its tools once and share them across runs).
     pub fn new(
-        tools: Vec<ToolSpec>,
+        tools: impl IntoIterator<Item = impl Into<Arc<ToolSpec>>>,
         host: Arc<dyn ToolHost>,
         limits: BudgetLimits,
     ) -> Result<Self, ToolSpecError> {
+        let tools: Vec<Arc<ToolSpec>> = tools.into_iter().map(Into::into).collect();
         let mut by_name = HashMap::with_capacity(tools.len());
         for (i, t) in tools.iter().enumerate() {
             if by_name.insert(t.name.clone(), i).is_some() {
@@ -218,7 +261,7 @@ impl ToolDoor {
                     budget: Budget::new(limits),
                     recorder: Recorder::default(),
                 }),
-                spare: Mutex::new(Vec::new()),
+                spares: Arc::default(),
             }),
         })
     }
@@ -229,22 +272,27 @@ impl ToolDoor {
         if self.inner.tools.is_empty() {
             return;
         }
-        while self.inner.spare.lock().len() < SPARES {
-            match start_worker(self.inner.host.clone()) {
-                Ok(tx) => self.inner.spare.lock().push(tx),
-                Err(_) => return,
+        loop {
+            {
+                let s = self.inner.spares.lock();
+                if s.ready.len() + s.starting >= SPARES {
+                    return;
+                }
+            }
+            if start_spare(self.inner.host.clone(), self.inner.spares.clone()).is_err() {
+                return;
             }
         }
     }
 
-    /// Hands a job to a fresh thread: a spare if there is one, else a new one.
+    /// Hands a job to a fresh thread: the newest ready spare (the likeliest to be still
+    /// awake), else a thread started for it.
     fn dispatch(&self, job: Job) -> Result<(), ()> {
-        let spare = self.inner.spare.lock().pop();
-        let tx = match spare {
-            Some(tx) => tx,
-            None => start_worker(self.inner.host.clone()).map_err(|_| ())?,
-        };
-        tx.send(job).map_err(|_| ())
+        let spare = self.inner.spares.lock().ready.pop();
+        match spare {
+            Some(tx) => tx.send(job).map_err(|_| ()),
+            None => start_for(self.inner.host.clone(), job).map_err(|_| ()),
+        }
     }
 
     /// The record so far.
@@ -440,18 +488,7 @@ impl ToolDoor {
         if spawned.is_err() {
             return internal("the host could not start a thread for the call".into());
         }
-        let spin_until = Instant::now() + SPIN;
-        let mut quick = None;
-        while Instant::now() < spin_until {
-            match rx.try_recv() {
-                Ok(done) => {
-                    quick = Some(done);
-                    break;
-                }
-                Err(mpsc::TryRecvError::Empty) => std::hint::spin_loop(),
-                Err(mpsc::TryRecvError::Disconnected) => break,
-            }
-        }
+        let quick = crate::wait::try_recv_spinning(&rx, SPIN).ok();
         let done = loop {
             if quick.is_some() {
                 break quick;
