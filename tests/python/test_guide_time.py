@@ -272,7 +272,10 @@ def test_the_runs_cancel_ends_the_call_and_the_run():
 
 
 CTRL_C = r"""
-import _thread, threading, time
+import _thread, signal, threading, time
+# interrupt_main() does nothing while SIGINT is ignored, as it is in a background job
+# of a non-interactive shell (CI may be one): install Python's Ctrl-C handler regardless.
+signal.signal(signal.SIGINT, signal.default_int_handler)
 from wasi_python import run
 from wasi_python.tools import tool
 release = threading.Event()
