@@ -110,7 +110,7 @@ impl ToolHost for PyToolHost {
                 let args = convert::map_to_dict(py, &call.args)?;
                 let token = Py::new(py, PyCancelToken { inner: cancel.clone() })?;
                 let out = self.dispatcher.bind(py).call_method1(
-                    "invoke",
+                    pyo3::intern!(py, "invoke"),
                     (call.tool, call.seq, &call.name, args, call.request_bytes, token),
                 )?;
                 let out = out.cast::<PyTuple>()?;

@@ -29,15 +29,14 @@ use crate::CancelToken;
 pub const DEADLINE_MARGIN: Duration = Duration::from_millis(20);
 /// How often a waiting call looks at the run's cancel.
 const POLL: Duration = Duration::from_millis(2);
-/// How many tool threads wait ready for the next calls.
-const SPARES: usize = 2;
+/// How many tool threads wait ready for the next call. One: the next call's thread
+/// starts while the guest reads an answer. Measured (docs/benchmarks.md): two spares,
+/// or a spare that spins awake for its call, were no faster on 2 cores, and two
+/// spinning threads beside the guest's tripled the round trip.
+const SPARES: usize = 1;
 /// How long the guest's thread spins for a quick answer before it sleeps: a sleep and
 /// wake-up costs tens of microseconds on a small VM, most tool calls less.
 const SPIN: Duration = Duration::from_micros(150);
-/// How long a spare tool thread, once ready, spins for its call before it sleeps: in a
-/// loop of calls the next one comes within this, and finds the thread awake (waking a
-/// sleeping thread on another, idle, CPU is most of a round trip on a VM).
-const IDLE_SPIN: Duration = Duration::from_micros(200);
 
 /// Why a set of tools cannot be offered.
 #[derive(Debug, thiserror::Error)]
@@ -149,55 +148,19 @@ pub trait ToolHost: Send + Sync + 'static {
 /// One call's work, sent to a tool thread.
 type Job = Box<dyn FnOnce() + Send>;
 
-/// Tool threads started ahead of their call, each for exactly one call.
-#[derive(Default)]
-struct Spares {
-    /// Threads set up and waiting for their call, the newest last.
-    ready: Vec<mpsc::SyncSender<Job>>,
-    /// Threads started but not yet ready.
-    starting: usize,
-}
-
-/// Starts a tool thread that lists itself in `spares` once it is set up, then waits for
-/// one job: spinning for [`IDLE_SPIN`], so that a call soon after finds it awake, then
-/// asleep. It ends without a job when the door, and with it the list, is dropped.
-fn start_spare(host: Arc<dyn ToolHost>, spares: Arc<Mutex<Spares>>) -> std::io::Result<()> {
-    spares.lock().starting += 1;
-    let list = spares.clone();
-    let spawned = std::thread::Builder::new()
+/// Starts a tool thread that waits for exactly one job.
+fn start_worker(host: Arc<dyn ToolHost>) -> std::io::Result<mpsc::SyncSender<Job>> {
+    let (tx, rx) = mpsc::sync_channel::<Job>(1);
+    std::thread::Builder::new()
         .name("wasi-python-tool".into())
         .spawn(move || {
             host.enter_thread(Box::new(move || {
-                let (tx, rx) = mpsc::sync_channel::<Job>(1);
-                {
-                    let mut s = list.lock();
-                    s.starting -= 1;
-                    s.ready.push(tx);
-                }
-                // Only the door keeps the list (and this thread's sender) alive.
-                drop(list);
-                let job = match crate::wait::try_recv_spinning(&rx, IDLE_SPIN) {
-                    Ok(job) => Some(job),
-                    Err(mpsc::TryRecvError::Empty) => rx.recv().ok(),
-                    Err(mpsc::TryRecvError::Disconnected) => None,
-                };
-                if let Some(job) = job {
+                if let Ok(job) = rx.recv() {
                     job();
                 }
             }))
-        });
-    if spawned.is_err() {
-        spares.lock().starting -= 1;
-    }
-    spawned.map(drop)
-}
-
-/// Runs `job` on a thread started for it alone (when no spare is ready).
-fn start_for(host: Arc<dyn ToolHost>, job: Job) -> std::io::Result<()> {
-    std::thread::Builder::new()
-        .name("wasi-python-tool".into())
-        .spawn(move || host.enter_thread(job))
-        .map(drop)
+        })?;
+    Ok(tx)
 }
 
 /// A door that speaks the tool protocol for a fixed set of tools.
@@ -220,7 +183,7 @@ struct Inner {
     host: Arc<dyn ToolHost>,
     state: Mutex<State>,
     /// Fresh threads, started ahead of the next calls so their start is off the calls' path.
-    spares: Arc<Mutex<Spares>>,
+    spare: Mutex<Vec<mpsc::SyncSender<Job>>>,
 }
 
 struct State {
@@ -261,38 +224,33 @@ impl ToolDoor {
                     budget: Budget::new(limits),
                     recorder: Recorder::default(),
                 }),
-                spares: Arc::default(),
+                spare: Mutex::new(Vec::new()),
             }),
         })
     }
 
-    /// Starts spare tool threads up to [`SPARES`], so that calls in a tight loop still
-    /// find one ready while the last one's replacement is starting.
+    /// Starts spare tool threads up to [`SPARES`], so that the next call finds its
+    /// thread started.
     fn refill(&self) {
         if self.inner.tools.is_empty() {
             return;
         }
-        loop {
-            {
-                let s = self.inner.spares.lock();
-                if s.ready.len() + s.starting >= SPARES {
-                    return;
-                }
-            }
-            if start_spare(self.inner.host.clone(), self.inner.spares.clone()).is_err() {
-                return;
+        while self.inner.spare.lock().len() < SPARES {
+            match start_worker(self.inner.host.clone()) {
+                Ok(tx) => self.inner.spare.lock().push(tx),
+                Err(_) => return,
             }
         }
     }
 
-    /// Hands a job to a fresh thread: the newest ready spare (the likeliest to be still
-    /// awake), else a thread started for it.
+    /// Hands a job to a fresh thread: a spare if there is one, else a new one.
     fn dispatch(&self, job: Job) -> Result<(), ()> {
-        let spare = self.inner.spares.lock().ready.pop();
-        match spare {
-            Some(tx) => tx.send(job).map_err(|_| ()),
-            None => start_for(self.inner.host.clone(), job).map_err(|_| ()),
-        }
+        let spare = self.inner.spare.lock().pop();
+        let tx = match spare {
+            Some(tx) => tx,
+            None => start_worker(self.inner.host.clone()).map_err(|_| ())?,
+        };
+        tx.send(job).map_err(|_| ())
     }
 
     /// The record so far.
