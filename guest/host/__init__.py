@@ -36,7 +36,7 @@ def __getattr__(name):
         from host import _errors
 
         g = globals()
-        for n in _errors.__all__:
+        for n in _ERRORS:
             g[n] = getattr(_errors, n)
         return g[name]
     raise AttributeError(f"module 'host' has no attribute {name!r}")

@@ -2,16 +2,7 @@
 one): `host.ToolError` and the rest are attributes of `host` through its
 __getattr__, and each class says it is `host`'s own."""
 
-__all__ = [
-    "ToolError",
-    "ToolDenied",
-    "ToolArgumentError",
-    "ToolTimeout",
-    "ToolCancelled",
-    "ToolTooLarge",
-    "ToolBudgetExceeded",
-    "ToolProtocolError",
-]
+# The names are listed once, in host.__all__.
 
 
 class ToolError(Exception):
