@@ -4,7 +4,7 @@
 use std::sync::Arc;
 use std::time::{Duration, Instant, SystemTime};
 
-use wasmtime::{AsContextMut, Caller, Linker, Memory, StoreLimits, TypedFunc};
+use wasmtime::{AsContextMut, Caller, Linker, Memory, ResourceLimiter, StoreLimits, TypedFunc};
 use wasmtime_wasi::p1::WasiP1Ctx;
 
 use crate::door::{CallContext, Door, DoorAnswer};
@@ -13,7 +13,7 @@ use crate::stop::StopState;
 /// Everything a guest's store holds. Each concern is reached through its own field.
 pub(crate) struct HostState {
     pub(crate) wasi: WasiP1Ctx,
-    pub(crate) limits: StoreLimits,
+    pub(crate) limits: GuestLimits,
     pub(crate) stop: StopState,
     pub(crate) door: Option<Arc<dyn Door>>,
     /// Set right after instantiation.
@@ -21,6 +21,41 @@ pub(crate) struct HostState {
     pub(crate) alloc: Option<TypedFunc<i32, i32>>,
     /// The origin of the guest's monotonic clock (wasmtime-wasi's starts at context creation).
     pub(crate) mono_origin: Instant,
+}
+
+/// The guest asked for more initial memory than its memory limit: it cannot start.
+#[derive(Debug, thiserror::Error)]
+#[error("the guest's initial memory ({desired} bytes) exceeds the memory limit")]
+pub(crate) struct InitialMemoryTooLarge {
+    pub(crate) desired: usize,
+}
+
+/// The store's limits ([`StoreLimits`]), except that an initial memory over the limit
+/// fails with a typed error ([`InitialMemoryTooLarge`]) rather than wasmtime's text,
+/// so the run's outcome is named by kind. A later growth over the limit is refused
+/// (`memory.grow` answers -1: CPython raises MemoryError).
+pub(crate) struct GuestLimits(pub(crate) StoreLimits);
+
+impl ResourceLimiter for GuestLimits {
+    fn memory_growing(&mut self, current: usize, desired: usize, maximum: Option<usize>) -> wasmtime::Result<bool> {
+        let allowed = self.0.memory_growing(current, desired, maximum)?;
+        if !allowed && current == 0 {
+            return Err(wasmtime::Error::new(InitialMemoryTooLarge { desired }));
+        }
+        Ok(allowed)
+    }
+    fn table_growing(&mut self, current: usize, desired: usize, maximum: Option<usize>) -> wasmtime::Result<bool> {
+        self.0.table_growing(current, desired, maximum)
+    }
+    fn instances(&self) -> usize {
+        self.0.instances()
+    }
+    fn tables(&self) -> usize {
+        self.0.tables()
+    }
+    fn memories(&self) -> usize {
+        self.0.memories()
+    }
 }
 
 pub(crate) fn add_to_linker(linker: &mut Linker<HostState>) -> wasmtime::Result<()> {

@@ -10,7 +10,7 @@ use wasmtime_wasi::p2::pipe::MemoryInputPipe;
 use wasmtime_wasi::{FsPerms, I32Exit, WasiCtxBuilder};
 
 use crate::engine::{self, Flavour, Flavours};
-use crate::host::HostState;
+use crate::host::{GuestLimits, HostState, InitialMemoryTooLarge};
 use crate::output::CappedPipe;
 use crate::stop::{Stop, StopState, Ticker};
 use crate::{Artifacts, CancelToken, Error, RunConfig};
@@ -316,12 +316,14 @@ pub(crate) fn new_guest(
 
     let state = HostState {
         wasi,
-        limits: StoreLimitsBuilder::new()
-            .memory_size(limits.memory_bytes as usize)
-            .instances(1)
-            .memories(1)
-            .tables(1)
-            .build(),
+        limits: GuestLimits(
+            StoreLimitsBuilder::new()
+                .memory_size(limits.memory_bytes as usize)
+                .instances(1)
+                .memories(1)
+                .tables(1)
+                .build(),
+        ),
         stop: StopState {
             deadline,
             cancel: config.cancel.clone(),
@@ -461,10 +463,10 @@ pub(crate) fn classify(e: &wasmtime::Error) -> (Option<i32>, Option<Trapped>) {
         };
         return (None, Some(t));
     }
-    let text = format!("{:#}", e.root_cause());
-    if text.contains("exceeds memory limits") || text.contains("memory minimum size") {
+    if e.downcast_ref::<InitialMemoryTooLarge>().is_some() {
         return (None, Some(Trapped::Memory));
     }
+    let text = format!("{:#}", e.root_cause());
     let line = text.lines().map(str::trim).find(|l| !l.is_empty()).unwrap_or("unknown");
     (None, Some(Trapped::Other(line.to_owned())))
 }
@@ -480,4 +482,28 @@ fn trap_name(t: &Trap) -> String {
         out.extend(ch.to_lowercase());
     }
     out
+}
+
+#[cfg(test)]
+mod tests {
+    use wasmtime::ResourceLimiter;
+
+    use super::*;
+
+    fn limits(bytes: usize) -> GuestLimits {
+        GuestLimits(StoreLimitsBuilder::new().memory_size(bytes).build())
+    }
+
+    #[test]
+    fn an_initial_memory_over_the_limit_is_the_memory_outcome() {
+        let e = limits(40 << 20).memory_growing(0, 41 << 20, None).unwrap_err();
+        assert_eq!(classify(&e), (None, Some(Trapped::Memory)));
+    }
+
+    #[test]
+    fn a_later_growth_over_the_limit_is_refused_not_failed() {
+        let mut l = limits(40 << 20);
+        assert!(l.memory_growing(0, 40 << 20, None).unwrap());
+        assert!(!l.memory_growing(40 << 20, 41 << 20, None).unwrap());
+    }
 }
