@@ -3,11 +3,13 @@ pool, so the event loop stays free and guests run in parallel."""
 
 from __future__ import annotations
 
-import asyncio
 import concurrent.futures
 import os
 import threading
-from typing import Any, Callable, Iterable, Mapping, Optional, Sequence
+from typing import TYPE_CHECKING, Any, Callable, Iterable, Mapping, Optional, Sequence
+
+if TYPE_CHECKING:
+    import asyncio
 
 from . import _run
 from . import _wasi_python as _ext
@@ -65,6 +67,8 @@ async def run_async(
     running then is cancelled at its next await (async) or abandoned (sync). Async tools
     and gates run on the event loop that awaits this call.
     """
+    import asyncio  # loaded already: an event loop is awaiting this
+
     plan = _run._plan(
         argv, stdin, env, grants, memory_bytes, deadline_s, output_bytes, fuel, cancel,
         tools, gate, max_tool_calls, max_tool_request_bytes, host,
@@ -103,7 +107,7 @@ def _watch(cancel: Any, token: Any, loop: asyncio.AbstractEventLoop) -> Optional
 
         threading.Thread(target=poll_token, daemon=True).start()
         return stop.set
-    if isinstance(cancel, asyncio.Event):
+    if _run.is_asyncio_event(cancel):
         async def wait_event() -> None:
             await cancel.wait()
             token.cancel()

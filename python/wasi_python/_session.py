@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import asyncio
 from typing import Any, Callable, Iterable, Mapping, Optional
 
 from . import _door, _run
@@ -107,6 +106,8 @@ class Session:
     async def run_async(self, code: str, *, deadline_s: Any = _run._UNSET, output_bytes: Any = _run._UNSET, fuel: Any = _run._UNSET) -> Completed:
         """``await session.run_async(code)``: one turn on a worker thread; cancelling the
         task stops the turn (which ends the session, as any trapped turn does)."""
+        import asyncio  # loaded already: an event loop is awaiting this
+
         from ._async import _executor
 
         args = self._turn_args(code, deadline_s, output_bytes, fuel)
