@@ -298,17 +298,27 @@ def _as_tools(tools: Any) -> list[Tool]:
 # tool(fn) for the plain functions passed in tools=, kept while the function lives and
 # stays as it was: a run offering the same functions as the last skips reading them
 # again (signature, hints, docstring, schema).
-_FUNCTION_TOOLS: weakref.WeakKeyDictionary[Any, tuple[tuple[Any, ...], Tool]] = weakref.WeakKeyDictionary()
+_FUNCTION_TOOLS: weakref.WeakKeyDictionary[Any, tuple[Any, Tool]] = weakref.WeakKeyDictionary()
 _FUNCTION_TOOLS_LOCK = threading.Lock()
 
 
-def _fingerprint(fn: types.FunctionType) -> tuple[Any, ...]:
-    """What tool() reads of a function, compared by identity."""
-    ann = fn.__annotations__
-    return (
+def _fingerprint(fn: types.FunctionType) -> tuple[tuple[Any, ...], tuple[tuple[str, Any], ...]]:
+    """What tool() reads of a function: its attributes, and the (name, value) pairs of
+    its annotations and its __dict__."""
+    attributes = (
         fn.__code__, fn.__defaults__, fn.__kwdefaults__, fn.__doc__, fn.__name__, fn.__qualname__,
-        fn.__module__, fn.__globals__, ann, *(ann.items() if ann else ()),
-        *(fn.__dict__.items()),
+        fn.__module__, fn.__globals__, fn.__annotations__,
+    )
+    return attributes, (*fn.__annotations__.items(), *fn.__dict__.items())
+
+
+def _unchanged(was: Any, now: Any) -> bool:
+    """Every object the same one, every name equal."""
+    (attrs_was, pairs_was), (attrs_now, pairs_now) = was, now
+    return (
+        all(a is b for a, b in zip(attrs_was, attrs_now))
+        and len(pairs_was) == len(pairs_now)
+        and all(k == j and v is w for (k, v), (j, w) in zip(pairs_was, pairs_now))
     )
 
 
@@ -316,10 +326,7 @@ def _tool_of_function(fn: types.FunctionType) -> Tool:
     mark = _fingerprint(fn)
     with _FUNCTION_TOOLS_LOCK:
         hit = _FUNCTION_TOOLS.get(fn)
-    if hit is not None and len(hit[0]) == len(mark) and all(
-        a is b or (type(a) is tuple and type(b) is tuple and len(a) == 2 and a[0] == b[0] and a[1] is b[1])
-        for a, b in zip(hit[0], mark)
-    ):
+    if hit is not None and _unchanged(hit[0], mark):
         return hit[1]
     t = tool(fn)
     with _FUNCTION_TOOLS_LOCK:

@@ -44,8 +44,14 @@ impl ResourceLimiter for GuestLimits {
         }
         Ok(allowed)
     }
+    fn memory_grow_failed(&mut self, error: wasmtime::Error) -> wasmtime::Result<()> {
+        self.0.memory_grow_failed(error)
+    }
     fn table_growing(&mut self, current: usize, desired: usize, maximum: Option<usize>) -> wasmtime::Result<bool> {
         self.0.table_growing(current, desired, maximum)
+    }
+    fn table_grow_failed(&mut self, error: wasmtime::Error) -> wasmtime::Result<()> {
+        self.0.table_grow_failed(error)
     }
     fn instances(&self) -> usize {
         self.0.instances()

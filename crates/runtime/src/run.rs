@@ -393,7 +393,7 @@ fn run_on_this_thread(
         Ok(picked) => picked,
         Err(e) => return done(Err(e)),
     };
-    let Guest { mut store, stdout, stderr, _tmp } =
+    let Guest { mut store, stdout, stderr, _tmp: tmp } =
         match new_guest(prepared, artifacts, &config, &grants, &args, stdin, deadline) {
             Ok(guest) => guest,
             Err(e) => return done(Err(e)),
@@ -435,7 +435,7 @@ fn run_on_this_thread(
     // millisecond. The slot is freed after the store.
     drop(store);
     drop(slot);
-    drop(_tmp);
+    drop(tmp);
 }
 
 /// Names an error out of the guest by kind: an exit status, or a trap.

@@ -139,8 +139,7 @@ impl TurnHandle {
         // Most turns answer within a few hundred microseconds: catch those without a
         // sleep and wake-up.
         let spin = if self.spun.swap(true, Ordering::Relaxed) { Duration::ZERO } else { TURN_SPIN.min(timeout) };
-        let quick = crate::wait::try_recv_spinning(&rx, spin);
-        let r = match quick.map_err(|_| ()).or_else(|()| rx.recv_timeout(timeout)) {
+        let r = match crate::wait::try_recv_spinning(&rx, spin).or_else(|_| rx.recv_timeout(timeout)) {
             Ok(r) => Some(r),
             Err(RecvTimeoutError::Timeout) => None,
             Err(RecvTimeoutError::Disconnected) => Some(Err(SessionError::Ended(SessionEnd::Closed))),

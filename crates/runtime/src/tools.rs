@@ -446,38 +446,40 @@ impl ToolDoor {
         if spawned.is_err() {
             return internal("the host could not start a thread for the call".into());
         }
-        let quick = crate::wait::try_recv_spinning(&rx, SPIN).ok();
-        let done = loop {
-            if quick.is_some() {
-                break quick;
-            }
-            let wait = until.map_or(POLL, |u| u.saturating_duration_since(Instant::now()).min(POLL));
-            match rx.recv_timeout(wait) {
-                Ok(done) => break Some(done),
-                Err(mpsc::RecvTimeoutError::Disconnected) => break None,
-                Err(mpsc::RecvTimeoutError::Timeout) => {}
-            }
-            let cancelled = ctx.cancel.is_cancelled();
-            let expired = until.is_some_and(|u| Instant::now() >= u);
-            if cancelled || expired {
-                // Answer now; the tool runs on, unseen, and is counted until it ends.
-                call_cancel.cancel();
-                let mut st = inner.state.lock();
-                if let Ok(done) = rx.try_recv() {
-                    drop(st);
-                    break Some(done);
+        // Most answers come within the spin; otherwise wait in slices, watching the
+        // run's cancel and the call's time limit.
+        let done = match crate::wait::try_recv_spinning(&rx, SPIN) {
+            Ok(done) => Some(done),
+            Err(mpsc::TryRecvError::Disconnected) => None,
+            Err(mpsc::TryRecvError::Empty) => loop {
+                let wait = until.map_or(POLL, |u| u.saturating_duration_since(Instant::now()).min(POLL));
+                match rx.recv_timeout(wait) {
+                    Ok(done) => break Some(done),
+                    Err(mpsc::RecvTimeoutError::Disconnected) => break None,
+                    Err(mpsc::RecvTimeoutError::Timeout) => {}
                 }
-                abandoned.store(true, Ordering::SeqCst);
-                st.budget.abandon();
-                drop(st);
-                let mut a = if cancelled {
-                    refuse(ErrorKind::Cancelled, &format!("{} was cancelled", spec.name))
-                } else {
-                    timed_out(now.elapsed())
-                };
-                a.abandoned = true;
-                return a;
-            }
+                let cancelled = ctx.cancel.is_cancelled();
+                let expired = until.is_some_and(|u| Instant::now() >= u);
+                if cancelled || expired {
+                    // Answer now; the tool runs on, unseen, and is counted until it ends.
+                    call_cancel.cancel();
+                    let mut st = inner.state.lock();
+                    if let Ok(done) = rx.try_recv() {
+                        drop(st);
+                        break Some(done);
+                    }
+                    abandoned.store(true, Ordering::SeqCst);
+                    st.budget.abandon();
+                    drop(st);
+                    let mut a = if cancelled {
+                        refuse(ErrorKind::Cancelled, &format!("{} was cancelled", spec.name))
+                    } else {
+                        timed_out(now.elapsed())
+                    };
+                    a.abandoned = true;
+                    return a;
+                }
+            },
         };
         let Some(Done { output, frame }) = done else {
             return internal("the tool's thread ended without an answer (a panic)".into());

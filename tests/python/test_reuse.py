@@ -1,0 +1,81 @@
+"""What the package keeps between runs: a Tool made once per unchanged function, and its
+compiled form; in the guest, the `host` package served from its bundle, with its
+exception classes made on first use. Reuse must never serve a stale tool."""
+
+from __future__ import annotations
+
+import textwrap
+
+from wasi_python import run
+from wasi_python._tools import _as_tools
+
+
+def _fresh_function():
+    def lookup(code: str, limit: int = 3) -> str:
+        """Looks a code up."""
+        return code * limit
+
+    return lookup
+
+
+SHOW = """
+import inspect
+from host import tools
+print(tools.lookup.__doc__)
+print(inspect.signature(tools.lookup))
+print(tools.lookup(code="ab"))
+"""
+
+
+def _guest_view(fn):
+    done = run(["-c", SHOW], tools=[fn])
+    assert done.exit_code == 0, done.stderr.decode()
+    return done.stdout.decode().splitlines()
+
+
+def test_an_unchanged_function_is_read_once_and_compiled_once():
+    fn = _fresh_function()
+    first, again = _as_tools([fn])[0], _as_tools([fn])[0]
+    assert first is again
+    assert first._for_door() is again._for_door()
+    assert _as_tools([_fresh_function()])[0] is not first  # another function, another tool
+
+
+def test_a_changed_function_is_read_again():
+    fn = _fresh_function()
+    assert _guest_view(fn) == ["Looks a code up.", "(code: str, limit: int = 3) -> str", "ababab"]
+
+    fn.__doc__ = "Looks a code up, twice."
+    fn.__defaults__ = (2,)
+    assert _guest_view(fn) == ["Looks a code up, twice.", "(code: str, limit: int = 2) -> str", "abab"]
+
+    fn.__annotations__["limit"] = float  # the same dict, a new value in it
+    assert _guest_view(fn)[1] == "(code: str, limit: float = 2) -> str"
+
+
+GUEST_PACKAGE = """
+import traceback
+import host
+print(host.__spec__.loader.__name__)
+print(host.ToolError.__module__, host.ToolArgumentError.__qualname__)
+print(issubclass(host.ToolArgumentError, TypeError), issubclass(host.ToolDenied, PermissionError))
+print(sorted(n for n in dir(host) if n.startswith("Tool")) == sorted(host.__all__[1:]))
+from host import tools
+try:
+    tools.lookup(1)
+except host.ToolArgumentError:
+    text = traceback.format_exc()
+print("host.ToolArgumentError:" in text, "raise _failure(answer)" in text)
+"""
+
+
+def test_the_guest_package_comes_from_its_bundle_with_its_own_exception_names():
+    done = run(["-c", textwrap.dedent(GUEST_PACKAGE)], tools=[_fresh_function()])
+    assert done.exit_code == 0, done.stderr.decode()
+    assert done.stdout.decode().splitlines() == [
+        "_wasi_python_boot",  # the bundle's finder, not the path's
+        "host ToolArgumentError",
+        "True True",
+        "True",
+        "True True",  # tracebacks name host's classes and show host's source lines
+    ]
