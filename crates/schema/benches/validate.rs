@@ -1,4 +1,5 @@
-//! Validating a small call: three arguments against the decorator's kind of schema.
+//! Validating a small call: three arguments against the decorator's kind of schema; and the
+//! hostile cases, whose cost the step bound caps (issue 11: a frame answered in ≤ 50 ms).
 
 use std::hint::black_box;
 
@@ -6,6 +7,10 @@ use criterion::{Criterion, criterion_group, criterion_main};
 use serde_json::json;
 use wasi_python_protocol::{Map, Value};
 use wasi_python_schema::{InputSchema, Options};
+
+fn one(v: Value) -> Map {
+    Map(vec![("x".into(), v)])
+}
 
 fn bench(c: &mut Criterion) {
     let schema = json!({
@@ -44,5 +49,43 @@ fn bench(c: &mut Criterion) {
     });
 }
 
-criterion_group!(benches, bench);
+fn hostile(c: &mut Criterion) {
+    let mut g = c.benchmark_group("hostile");
+    g.sample_size(10);
+    // Refused as too complex: the whole default step budget spent.
+    let branching = InputSchema::compile(
+        &json!({"$defs": {"J": {"anyOf": [{"type": "null"},
+            {"type": "array", "items": {"$ref": "#/$defs/J"}},
+            {"type": "array", "items": {"$ref": "#/$defs/J"}, "maxItems": 3}]}},
+            "type": "object", "properties": {"x": {"$ref": "#/$defs/J"}}}),
+        Options::default(),
+    )
+    .unwrap();
+    let mut deep = Value::Bool(true);
+    for _ in 0..40 {
+        deep = Value::Array(vec![deep]);
+    }
+    let deep = one(deep);
+    assert!(branching.validate(&deep).is_err());
+    g.bench_function("anyOf bomb, 40 levels (refused at the step bound)", |b| {
+        b.iter(|| black_box(&branching).validate(black_box(&deep)))
+    });
+    let unique = InputSchema::compile(
+        &json!({"type": "object", "properties": {"x": {"type": "array", "uniqueItems": true}}}),
+        Options::default(),
+    )
+    .unwrap();
+    let pair = |i: i64| Value::Array(vec![Value::Int(i), Value::Int(2)]);
+    let same = one(Value::Array((0..90_000).map(|_| pair(1)).collect()));
+    let distinct = one(Value::Array((0..90_000).map(pair).collect()));
+    g.bench_function("uniqueItems, 90,000 equal pairs", |b| {
+        b.iter(|| black_box(&unique).validate(black_box(&same)))
+    });
+    g.bench_function("uniqueItems, 90,000 distinct pairs", |b| {
+        b.iter(|| black_box(&unique).validate(black_box(&distinct)))
+    });
+    g.finish();
+}
+
+criterion_group!(benches, bench, hostile);
 criterion_main!(benches);

@@ -102,6 +102,11 @@ pub enum ArgumentErrorKind {
     Bytes,
     /// The arguments nest deeper, or the schema recurses deeper, than validation follows.
     TooDeep,
+    /// Checking took more steps than [`crate::Bounds::max_steps`]: the arguments are
+    /// refused as too complex to check, never checked for longer.
+    TooComplex,
+    /// [`crate::Bounds::stop`] asked the check to end (the run's deadline or cancel).
+    Stopped,
 }
 
 /// Arguments the input schema refuses: a kind, the path of the offending value (`qty`,

@@ -69,10 +69,13 @@ pub(crate) struct Scan {
     pub(crate) too_deep: bool,
     /// Some value is bytes.
     pub(crate) has_bytes: bool,
+    /// How many values the scan visited (up to where it stopped): work already done.
+    pub(crate) values: u64,
 }
 
 pub(crate) fn scan(map: &Map, limit: usize) -> Scan {
     fn value(v: &Value, left: usize, s: &mut Scan) -> bool {
+        s.values += 1;
         match v {
             Value::Bytes(_) => {
                 s.has_bytes = true;
@@ -86,6 +89,7 @@ pub(crate) fn scan(map: &Map, limit: usize) -> Scan {
     let mut s = Scan {
         too_deep: false,
         has_bytes: false,
+        values: 0,
     };
     s.too_deep = limit == 0 || map.0.iter().any(|(_, v)| value(v, limit - 1, &mut s));
     s
@@ -274,7 +278,8 @@ mod tests {
             scan(&bytes, 64),
             Scan {
                 too_deep: false,
-                has_bytes: true
+                has_bytes: true,
+                values: 2,
             }
         );
     }

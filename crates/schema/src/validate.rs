@@ -1,11 +1,13 @@
 //! Validation of a call's arguments against a compiled schema.
 
 use std::cmp::Ordering;
+use std::collections::HashMap;
+use std::collections::hash_map::Entry;
 use std::fmt::Write as _;
 
 use wasi_python_protocol::{Map, Value};
 
-use crate::InputSchema;
+use crate::{Bounds, InputSchema};
 use crate::compile::{
     ArrayKeys, Extra, Keys, Node, NodeId, NumberKeys, ObjectKeys, ROOT, StringKeys, is_identifier,
     ty,
@@ -24,6 +26,12 @@ const MAX_FRAMES: u32 = 512;
 /// Arrays up to this long are checked for `uniqueItems` pair by pair; longer ones by hash.
 const PAIRWISE_UNIQUE: usize = 16;
 
+/// Bytes of text that count as one step, where a check reads a string (a pattern, a length).
+const TEXT_BYTES_PER_STEP: u64 = 64;
+
+/// How often (in steps) a check asks [`Bounds::stop`] whether to give up.
+const STOP_EVERY: u64 = 1024;
+
 /// Enum values listed in a message.
 const ENUM_LISTED: usize = 10;
 
@@ -38,12 +46,17 @@ struct Fail {
     expected: u16,
 }
 
-struct Ctx {
+struct Ctx<'s> {
     /// Whether failures should render their message into `err`.
     detail: bool,
     err: Option<ArgumentError>,
     frames: u32,
-    too_deep: bool,
+    /// Set when the check must end whatever the value: every caller returns at once.
+    abort: Option<A>,
+    /// Work done so far, and the most allowed ([`Bounds::max_steps`]).
+    steps: u64,
+    max_steps: u64,
+    stop: Option<&'s dyn Fn() -> bool>,
     /// Whether the arguments hold bytes anywhere.
     has_bytes: bool,
     /// Addresses of the bytes values some passing schema with `contentEncoding: "base64"`
@@ -51,11 +64,36 @@ struct Ctx {
     marks: Vec<usize>,
 }
 
-const TOO_DEEP: Fail = Fail {
+/// What a check returns once `ctx.abort` is set (its kind is `ctx.abort`'s).
+const ABORTED: Fail = Fail {
     kind: A::TooDeep,
     level: 0,
     expected: 0,
 };
+
+impl Ctx<'_> {
+    /// Counts `n` steps of work; false (with `abort` set) once the check must end:
+    /// past `max_steps`, or when `stop` says so (asked every [`STOP_EVERY`] steps).
+    fn charge(&mut self, n: u64) -> bool {
+        if self.abort.is_some() {
+            return false;
+        }
+        let before = self.steps;
+        self.steps = self.steps.saturating_add(n);
+        if self.steps > self.max_steps {
+            self.abort = Some(A::TooComplex);
+            return false;
+        }
+        if let Some(stop) = self.stop
+            && before / STOP_EVERY != self.steps / STOP_EVERY
+            && stop()
+        {
+            self.abort = Some(A::Stopped);
+            return false;
+        }
+        true
+    }
+}
 
 #[derive(Clone, Copy)]
 enum Seg<'a> {
@@ -135,22 +173,27 @@ fn show_json(v: &serde_json::Value) -> String {
 }
 
 impl InputSchema {
-    pub(crate) fn run(&self, args: &Map) -> Result<(), ArgumentError> {
+    pub(crate) fn run(&self, args: &Map, bounds: &Bounds<'_>) -> Result<(), ArgumentError> {
         let scan = instance::scan(args, MAX_NESTING);
         if scan.too_deep {
-            return Err(too_deep());
+            return Err(aborted(A::TooDeep, bounds));
         }
         let mut ctx = Ctx {
             detail: true,
             err: None,
             frames: 0,
-            too_deep: false,
+            abort: None,
+            steps: 0,
+            max_steps: bounds.max_steps,
+            stop: bounds.stop,
             has_bytes: scan.has_bytes,
             marks: Vec::new(),
         };
+        // The scan walked every value once.
+        ctx.charge(scan.values);
         let result = self.eval(ROOT, Inst::Object(args), &Path::ROOT, &mut ctx);
-        if ctx.too_deep {
-            return Err(too_deep());
+        if let Some(kind) = ctx.abort {
+            return Err(aborted(kind, bounds));
         }
         if let Err(fail) = result {
             return Err(ctx.err.take().unwrap_or_else(|| {
@@ -229,8 +272,11 @@ impl InputSchema {
             Node::Keys(k) => k,
         };
         if ctx.frames >= MAX_FRAMES {
-            ctx.too_deep = true;
-            return Err(TOO_DEEP);
+            ctx.abort.get_or_insert(A::TooDeep);
+            return Err(ABORTED);
+        }
+        if !ctx.charge(1) {
+            return Err(ABORTED);
         }
         ctx.frames += 1;
         let result = self.eval_keys(k, v, p, ctx);
@@ -252,6 +298,7 @@ impl InputSchema {
             }));
         }
         if let Some(values) = &k.enum_
+            && ctx.charge(values.len() as u64)
             && !values.iter().any(|j| instance::eq_json(v, j))
         {
             return Err(self.fail(ctx, p, A::Enum, 0, || {
@@ -325,8 +372,8 @@ impl InputSchema {
             let r = self.eval(n, v, p, ctx);
             ctx.detail = detail;
             ctx.marks.truncate(marks);
-            if ctx.too_deep {
-                return Err(TOO_DEEP);
+            if ctx.abort.is_some() {
+                return Err(ABORTED);
             }
             if r.is_ok() {
                 return Err(self.fail(ctx, p, A::Combinator, 0, || {
@@ -365,9 +412,9 @@ impl InputSchema {
                         break;
                     }
                 }
-                Err(_) if ctx.too_deep => {
+                Err(_) if ctx.abort.is_some() => {
                     ctx.detail = detail;
-                    return Err(TOO_DEEP);
+                    return Err(ABORTED);
                 }
                 Err(f) => {
                     ctx.marks.truncate(marks);
@@ -403,7 +450,7 @@ impl InputSchema {
             ctx.marks.truncate(marks);
             match r {
                 Err(f) => return Err(f),
-                Ok(_) if ctx.too_deep => return Err(TOO_DEEP),
+                Ok(_) if ctx.abort.is_some() => return Err(ABORTED),
                 Ok(_) => {}
             }
         }
@@ -557,7 +604,7 @@ impl InputSchema {
             self.eval_child(id, value, &p.child(Seg::Index(i)), ctx)?;
         }
         if ar.unique
-            && let Some((i, j)) = self.duplicate(a)
+            && let Some((i, j)) = self.duplicate(a, ctx)
         {
             return Err(self.fail(ctx, p, A::NotUnique, 0, || {
                 format!("items {i} and {j} are equal; items must be unique")
@@ -566,9 +613,16 @@ impl InputSchema {
         Ok(())
     }
 
-    /// The first pair of equal items found, lower index first.
-    fn duplicate(&self, a: &[Value]) -> Option<(usize, usize)> {
+    /// The first pair of equal items: the smallest `j` equal to an earlier item, and the
+    /// first item `i` it equals. Linear in the array (expected): each item is hashed once
+    /// and compared only with the first items of its hash's equal classes, so an array of
+    /// 90,000 equal items costs one comparison, not 4 billion. `None` also when the check
+    /// is aborted (`ctx.abort` tells).
+    fn duplicate(&self, a: &[Value], ctx: &mut Ctx<'_>) -> Option<(usize, usize)> {
         if a.len() <= PAIRWISE_UNIQUE {
+            if !ctx.charge((a.len() * a.len() / 2) as u64) {
+                return None;
+            }
             for j in 1..a.len() {
                 for i in 0..j {
                     if instance::eq(Inst::of(&a[i]), Inst::of(&a[j])) {
@@ -578,26 +632,36 @@ impl InputSchema {
             }
             return None;
         }
-        let mut hashed: Vec<(u64, usize)> = a
-            .iter()
-            .enumerate()
-            .map(|(i, v)| (instance::hash(Inst::of(v), &self.hasher), i))
-            .collect();
-        hashed.sort_unstable();
-        let mut best: Option<(usize, usize)> = None;
-        for run in hashed.chunk_by(|x, y| x.0 == y.0) {
-            for (n, &(_, j)) in run.iter().enumerate() {
-                for &(_, i) in &run[..n] {
-                    if instance::eq(Inst::of(&a[i]), Inst::of(&a[j])) {
-                        let pair = (i.min(j), i.max(j));
-                        if best.is_none_or(|b| pair.1 < b.1 || (pair.1 == b.1 && pair.0 < b.0)) {
-                            best = Some(pair);
-                        }
+        // Hash → the first item with that hash; `more` holds the first items of further
+        // classes with a hash already taken (distinct values collide only by chance: the
+        // hasher is keyed per schema, so a guest cannot aim for it).
+        let mut first: HashMap<u64, usize, BuildNoHash> = HashMap::with_capacity_and_hasher(a.len(), BuildNoHash);
+        let mut more: Vec<(u64, usize)> = Vec::new();
+        for (j, v) in a.iter().enumerate() {
+            let h = instance::hash(Inst::of(v), &self.hasher);
+            let same = |&i: &usize| instance::eq(Inst::of(&a[i]), Inst::of(v));
+            match first.entry(h) {
+                Entry::Vacant(e) => {
+                    e.insert(j);
+                }
+                Entry::Occupied(e) => {
+                    if !ctx.charge(1 + more.len() as u64) {
+                        return None;
                     }
+                    if same(e.get()) {
+                        return Some((*e.get(), j));
+                    }
+                    if let Some(&(_, i)) = more.iter().find(|(g, i)| *g == h && same(i)) {
+                        return Some((i, j));
+                    }
+                    more.push((h, j));
                 }
             }
         }
-        best
+        if !ctx.charge(a.len() as u64) {
+            return None;
+        }
+        None
     }
 
     fn eval_number(
@@ -652,6 +716,10 @@ impl InputSchema {
         p: &Path<'_>,
         ctx: &mut Ctx,
     ) -> Result<(), Fail> {
+        // Counting characters and matching a pattern read the whole text.
+        if !ctx.charge(1 + text.len() as u64 / TEXT_BYTES_PER_STEP) {
+            return Err(ABORTED);
+        }
         if sk.min.is_some() || sk.max.is_some() {
             let n = len.unwrap_or_else(|| text.chars().count()) as u64;
             let chars = |count: u64| {
@@ -699,14 +767,46 @@ fn type_ok(types: u16, base64: bool, v: Inst<'_>) -> bool {
     types & need != 0
 }
 
-fn too_deep() -> ArgumentError {
-    ArgumentError::new(
-        A::TooDeep,
-        String::new(),
-        format!(
+/// The error of a check that ended before its verdict.
+fn aborted(kind: A, bounds: &Bounds<'_>) -> ArgumentError {
+    let message = match kind {
+        A::TooComplex => format!(
+            "too complex to check: checking them against the input schema took more than {} steps",
+            bounds.max_steps
+        ),
+        A::Stopped => "not checked: the run was stopped (its deadline or cancel) while they were checked".into(),
+        _ => format!(
             "the arguments nest deeper than {MAX_NESTING} levels, or recurse deeper than the input schema allows"
         ),
-    )
+    };
+    ArgumentError::new(kind, String::new(), message)
+}
+
+/// The hashes are already keyed (`InputSchema::hasher`): the map uses them as they are.
+#[derive(Clone, Copy, Default)]
+struct BuildNoHash;
+
+impl std::hash::BuildHasher for BuildNoHash {
+    type Hasher = NoHash;
+    fn build_hasher(&self) -> NoHash {
+        NoHash(0)
+    }
+}
+
+struct NoHash(u64);
+
+impl std::hash::Hasher for NoHash {
+    fn finish(&self) -> u64 {
+        self.0
+    }
+    fn write(&mut self, bytes: &[u8]) {
+        for &b in bytes {
+            self.0 = self.0.rotate_left(8) ^ u64::from(b);
+        }
+    }
+    fn write_u64(&mut self, n: u64) {
+        self.0 = n;
+    }
 }
 
 /// The path of the first bytes value not among `marks` (sorted), if any.

@@ -3,3 +3,4 @@
 mod differential;
 mod support;
 mod table;
+mod bombs;
