@@ -19,7 +19,7 @@ use wasi_python_protocol::{
     cut_chars, decode_request, encode_error, encode_ok,
 };
 use wasi_python_record::{Op, Outcome, OutcomeKind, Recorder, ToolRecord};
-use wasi_python_schema::{InputSchema, Options};
+use wasi_python_schema::{ArgumentErrorKind, Bounds, DEFAULT_MAX_STEPS, InputSchema, Options};
 
 use crate::door::{CallContext, Door, DoorAnswer};
 use crate::CancelToken;
@@ -398,8 +398,20 @@ impl ToolDoor {
         if let Some(k) = args.keys().find(|k| spec.fixed.iter().any(|f| f == k)) {
             return invalid(&format!("argument '{}' is fixed by the host", cut_chars(k, MAX_ECHO_CHARS)));
         }
-        if let Err(e) = spec.schema.validate(&args) {
-            return invalid(e.message());
+        // The guest chose the arguments: the check counts its steps and ends at the run's
+        // deadline or cancel, so no schema makes it outlast the run (crates/schema `Bounds`).
+        let stop = || ctx.cancel.is_cancelled() || ctx.deadline.is_some_and(|d| Instant::now() >= d);
+        let bounds = Bounds { max_steps: DEFAULT_MAX_STEPS, stop: Some(&stop) };
+        if let Err(e) = spec.schema.validate_within(&args, &[], &bounds) {
+            return match e.kind() {
+                ArgumentErrorKind::Stopped if ctx.cancel.is_cancelled() => {
+                    refuse(ErrorKind::Cancelled, &format!("{} was cancelled", spec.name))
+                }
+                ArgumentErrorKind::Stopped => {
+                    refuse(ErrorKind::Timeout, &format!("{} was not started: the run's deadline came", spec.name))
+                }
+                _ => invalid(e.message()),
+            };
         }
         if let Err(e) = inner.state.lock().budget.try_start_call() {
             return refuse(ErrorKind::Timeout, &format!("{} was not started: {e}", spec.name));
