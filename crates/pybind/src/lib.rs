@@ -22,6 +22,7 @@ fn _wasi_python(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(run::precompile, m)?)?;
     m.add_function(wrap_pyfunction!(run::check_schema, m)?)?;
     m.add_function(wrap_pyfunction!(tool_host::shutdown_tools, m)?)?;
+    m.add_function(wrap_pyfunction!(run::sweep_private_folders, m)?)?;
     m.add("WASMTIME_VERSION", wasi_python_runtime::WASMTIME_VERSION)?;
     Ok(())
 }

@@ -89,6 +89,36 @@ impl wasi_python_runtime::Door for PyDoor {
     }
 }
 
+/// At exit: waits up to `wait_s` for live runs to remove their private folders, then
+/// removes those left. Returns how many were left.
+#[pyfunction]
+pub(crate) fn sweep_private_folders(py: Python<'_>, wait_s: f64) -> usize {
+    let wait = Duration::from_secs_f64(wait_s.max(0.0));
+    py.detach(|| wasi_python_runtime::sweep_private_folders(wait))
+}
+
+/// The file keywords of `run` and `Session`, as `(file_write_bytes, max_open_files,
+/// workdir)`: the package passes all three, with its defaults filled in.
+#[derive(FromPyObject)]
+pub(crate) struct FileLimits(Option<u64>, usize, Option<String>);
+
+impl Default for FileLimits {
+    fn default() -> Self {
+        let l = wasi_python_runtime::Limits::default();
+        FileLimits(l.file_write_bytes, l.max_open_files, None)
+    }
+}
+
+impl FileLimits {
+    pub(crate) fn apply(self, cfg: RunConfig) -> RunConfig {
+        let cfg = cfg.file_write_bytes(self.0).max_open_files(self.1);
+        match self.2 {
+            Some(w) => cfg.workdir(w),
+            None => cfg,
+        }
+    }
+}
+
 /// How often a waiting `run` looks at Python's signals (Ctrl-C).
 pub(crate) const SIGNAL_POLL: Duration = Duration::from_millis(10);
 
@@ -102,7 +132,7 @@ pub(crate) fn check_schema(schema_json: &str, validates_input: bool) -> PyResult
 }
 
 #[pyfunction]
-#[pyo3(signature = (artifacts, argv, stdin, env, grants, memory_bytes, deadline_s, output_bytes, fuel, cancel, host, tools=None, dispatcher=None, max_frames=None, max_request_bytes=None))]
+#[pyo3(signature = (artifacts, argv, stdin, env, grants, memory_bytes, deadline_s, output_bytes, fuel, cancel, host, tools=None, dispatcher=None, max_frames=None, max_request_bytes=None, files=FileLimits::default()))]
 #[expect(clippy::too_many_arguments, reason = "mirrors the keyword arguments of wasi_python.run")]
 pub(crate) fn run<'py>(
     py: Python<'py>,
@@ -121,6 +151,7 @@ pub(crate) fn run<'py>(
     dispatcher: Option<Py<PyAny>>,
     max_frames: Option<u64>,
     max_request_bytes: Option<u64>,
+    files: FileLimits,
 ) -> PyResult<Bound<'py, PyDict>> {
     let rt = runtime_for(artifacts).map_err(errors::to_py)?;
     let token = cancel.map(|c| c.inner.clone()).unwrap_or_default();
@@ -131,6 +162,7 @@ pub(crate) fn run<'py>(
         .output_bytes(output_bytes)
         .fuel(fuel)
         .cancel(token.clone());
+    cfg = files.apply(cfg);
     for (k, v) in env {
         cfg = cfg.env(k, v);
     }

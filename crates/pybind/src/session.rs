@@ -11,7 +11,7 @@ use wasi_python_runtime::{
     Grant, RunConfig, Session, SessionError, SessionLimits, ToolDoor, Turn,
 };
 
-use crate::run::{CancelToken, SIGNAL_POLL, runtime_for};
+use crate::run::{CancelToken, FileLimits, SIGNAL_POLL, runtime_for};
 use crate::{convert, errors, tool_host};
 
 #[pyclass(module = "wasi_python._wasi_python", frozen)]
@@ -24,7 +24,7 @@ pub(crate) struct SessionHandle {
 #[pymethods]
 impl SessionHandle {
     #[new]
-    #[pyo3(signature = (artifacts, env, grants, memory_bytes, metered, idle_s, lifetime_s, shutdown_s, tools=None, dispatcher=None, max_frames=None, max_request_bytes=None))]
+    #[pyo3(signature = (artifacts, env, grants, memory_bytes, metered, idle_s, lifetime_s, shutdown_s, tools=None, dispatcher=None, max_frames=None, max_request_bytes=None, files=FileLimits::default()))]
     #[expect(clippy::too_many_arguments, reason = "mirrors the keyword arguments of wasi_python.Session")]
     fn new(
         py: Python<'_>,
@@ -40,11 +40,13 @@ impl SessionHandle {
         dispatcher: Option<Py<PyAny>>,
         max_frames: Option<u64>,
         max_request_bytes: Option<u64>,
+        files: FileLimits,
     ) -> PyResult<Self> {
         let rt = runtime_for(artifacts).map_err(errors::to_py)?;
         let mut cfg = RunConfig::new(Vec::<String>::new())
             .memory_bytes(memory_bytes)
             .fuel(metered.then_some(u64::MAX));
+        cfg = files.apply(cfg);
         for (k, v) in env {
             cfg = cfg.env(k, v);
         }

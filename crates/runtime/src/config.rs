@@ -84,6 +84,15 @@ pub struct Limits {
     pub output_bytes: usize,
     /// Fuel (roughly one unit per wasm instruction); `None` (default) means unmetered.
     pub fuel: Option<u64>,
+    /// Bytes the guest may write to files, in `/tmp`, its working folder and writable
+    /// grants together (default 256 MiB; `None` means none). Past it, file writes fail
+    /// with ENOSPC and the run goes on; a run overshoots by at most one write. For a
+    /// session, the total of all its turns.
+    pub file_write_bytes: Option<u64>,
+    /// Descriptors the guest may hold open at once, beside stdio and its folders
+    /// (default 1,024). Past it, opening fails with EMFILE. All the guests of a process
+    /// together hold at most three quarters of its RLIMIT_NOFILE (ENFILE past that).
+    pub max_open_files: usize,
 }
 
 impl Default for Limits {
@@ -93,6 +102,8 @@ impl Default for Limits {
             deadline: Some(Duration::from_secs(60)),
             output_bytes: 16 << 20,
             fuel: None,
+            file_write_bytes: Some(crate::files::DEFAULT_FILE_WRITE_BYTES),
+            max_open_files: crate::files::DEFAULT_MAX_OPEN_FILES,
         }
     }
 }
@@ -117,6 +128,7 @@ pub struct RunConfig {
     pub(crate) limits: Limits,
     pub(crate) cancel: CancelToken,
     pub(crate) door: Option<Arc<dyn Door>>,
+    pub(crate) workdir: Option<String>,
 }
 
 impl std::fmt::Debug for RunConfig {
@@ -128,6 +140,7 @@ impl std::fmt::Debug for RunConfig {
             .field("grants", &self.grants)
             .field("limits", &self.limits)
             .field("door", &self.door.is_some())
+            .field("workdir", &self.workdir)
             .finish()
     }
 }
@@ -145,6 +158,7 @@ impl RunConfig {
             limits: Limits::default(),
             cancel: CancelToken::new(),
             door: None,
+            workdir: None,
         }
     }
     pub fn stdin(mut self, bytes: impl Into<Vec<u8>>) -> Self {
@@ -185,14 +199,34 @@ impl RunConfig {
         self.cancel = token;
         self
     }
+    pub fn file_write_bytes(mut self, bytes: Option<u64>) -> Self {
+        self.limits.file_write_bytes = bytes;
+        self
+    }
+    pub fn max_open_files(mut self, n: usize) -> Self {
+        self.limits.max_open_files = n;
+        self
+    }
+    /// The guest's working folder (and HOME): by default a private writable `/work`,
+    /// removed with the run. Naming the guest path of a grant here starts the guest in
+    /// it instead, so the embedder gets the files back.
+    pub fn workdir(mut self, guest_path: impl Into<String>) -> Self {
+        self.workdir = Some(guest_path.into());
+        self
+    }
+    pub(crate) fn workdir_path(&self) -> &str {
+        self.workdir.as_deref().unwrap_or(crate::run::WORKDIR)
+    }
     /// Answers the guest's `_host.call` frames.
     pub fn door(mut self, door: Arc<dyn Door>) -> Self {
         self.door = Some(door);
         self
     }
 
-    /// Checks everything that can be checked before the run.
-    pub(crate) fn check(&self) -> Result<Vec<(PathBuf, &Grant)>, Error> {
+    /// Checks everything that can be checked before the run. `own` are the runtime's
+    /// own files (artifacts, compiled-guest cache): no writable grant may contain them
+    /// or lie inside them, or a guest could rewrite what the host later loads.
+    pub(crate) fn check(&self, own: &[PathBuf]) -> Result<Vec<(PathBuf, &Grant)>, Error> {
         if self.limits.memory_bytes < MIN_MEMORY_BYTES {
             return Err(Error::InvalidConfig {
                 param: "memory_bytes",
@@ -216,6 +250,14 @@ impl RunConfig {
                 });
             }
         }
+        if let Some(w) = &self.workdir {
+            if w != crate::run::WORKDIR && !self.grants.iter().any(|g| &g.guest_path == w) {
+                return Err(Error::InvalidConfig {
+                    param: "workdir",
+                    reason: format!("{w:?} is not the guest path of a grant (or {:?})", crate::run::WORKDIR),
+                });
+            }
+        }
         if self.argv.iter().any(|a| a.contains('\0')) {
             return Err(Error::InvalidConfig {
                 param: "argv",
@@ -226,6 +268,15 @@ impl RunConfig {
         let mut out = Vec::with_capacity(self.grants.len());
         for g in &self.grants {
             let host = g.check()?;
+            if g.writable {
+                if let Some(p) = own.iter().find(|p| host.starts_with(p) || p.starts_with(&host)) {
+                    return Err(Error::Grant {
+                        host_path: g.host_path.clone(),
+                        guest_path: g.guest_path.clone(),
+                        reason: format!("a writable grant may not hold the runtime's own files ({})", p.display()),
+                    });
+                }
+            }
             if !seen.insert(g.guest_path.as_str()) {
                 return Err(Error::Grant {
                     host_path: g.host_path.clone(),

@@ -16,6 +16,8 @@ pub(crate) struct HostState {
     pub(crate) limits: GuestLimits,
     pub(crate) stop: StopState,
     pub(crate) door: Option<Arc<dyn Door>>,
+    /// What the guest has written to files and holds open (files.rs).
+    pub(crate) files: crate::files::FileState,
     /// Set right after instantiation.
     pub(crate) memory: Option<Memory>,
     pub(crate) alloc: Option<TypedFunc<i32, i32>>,
@@ -68,6 +70,7 @@ pub(crate) fn add_to_linker(linker: &mut Linker<HostState>) -> wasmtime::Result<
     wasmtime_wasi::p1::add_to_linker_sync(linker, |s: &mut HostState| &mut s.wasi)?;
     linker.allow_shadowing(true);
     linker.func_wrap("wasi_snapshot_preview1", "poll_oneoff", poll_oneoff)?;
+    crate::files::add_to_linker(linker)?;
     // wasmtime-wasi refuses exit statuses of 126 and above (a shell convention);
     // CPython's `os._exit(200)` is a plain exit, so every status ends the run as one.
     linker.func_wrap(

@@ -2,7 +2,6 @@
 
 use std::path::PathBuf;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
 use wasmtime::{Store, StoreLimitsBuilder, Trap, UpdateDeadline};
@@ -13,6 +12,8 @@ use crate::engine::{self, Flavour, Flavours};
 use crate::host::{GuestLimits, HostState, InitialMemoryTooLarge};
 use crate::output::CappedPipe;
 use crate::stop::{Stop, StopState, Ticker};
+use crate::tempdir::TempDir;
+use crate::files::FileState;
 use crate::{Artifacts, CancelToken, Error, RunConfig};
 
 /// The guest's `sys.executable`, fixed in the binary.
@@ -22,7 +23,11 @@ const ARGV0: &str = "/usr/local/bin/python.wasm";
 /// the package first on sys.path and calls `_wasi_python_boot.main`, which runs the
 /// caller's command line and ends without CPython's 20 ms teardown (see
 /// guest/_wasi_python_boot.py). `{PATH}` is the package's folder.
-const BOOT: &str = "import sys; sys.path.insert(0, {PATH}); import _wasi_python_boot; _wasi_python_boot.main()";
+const BOOT: &str = "import sys, os; sys.path.insert(0, {PATH}); os.chdir({WORK}); import _wasi_python_boot; _wasi_python_boot.main()";
+
+/// The guest's private writable working folder (and HOME), unless `workdir` puts a
+/// grant there.
+pub(crate) const WORKDIR: &str = "/work";
 
 /// How a run ended when it did not end by itself.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -86,6 +91,9 @@ pub struct Completed {
     pub truncated: Truncated,
     /// Fuel spent, when the run was metered.
     pub fuel_used: Option<u64>,
+    /// Bytes the guest wrote to files (`/tmp`, its working folder, writable grants), the
+    /// growth of files it extended included; what [`crate::Limits::file_write_bytes`] caps.
+    pub file_bytes_written: u64,
     pub duration: Duration,
 }
 
@@ -101,8 +109,17 @@ pub struct Runtime {
 struct Inner {
     artifacts: Artifacts,
     cache_dir: PathBuf,
+    /// The artifacts and the cache, resolved: what no writable grant may hold.
+    own_files: Vec<PathBuf>,
     flavours: Flavours,
     pooling: bool,
+}
+
+fn own_files(artifacts: &Artifacts, cache_dir: &std::path::Path) -> Vec<PathBuf> {
+    [artifacts.dir(), cache_dir]
+        .into_iter()
+        .map(|p| p.canonicalize().unwrap_or_else(|_| std::path::absolute(p).unwrap_or_else(|_| p.to_path_buf())))
+        .collect()
 }
 
 impl Runtime {
@@ -112,10 +129,12 @@ impl Runtime {
     }
 
     pub fn with_cache_dir(artifacts: Artifacts, cache_dir: impl Into<PathBuf>) -> Self {
+        let cache_dir = cache_dir.into();
         Runtime {
             inner: Arc::new(Inner {
+                own_files: own_files(&artifacts, &cache_dir),
                 artifacts,
-                cache_dir: cache_dir.into(),
+                cache_dir,
                 flavours: Flavours::default(),
                 pooling: engine::pooling_from_env(),
             }),
@@ -131,6 +150,7 @@ impl Runtime {
         let inner = Arc::try_unwrap(self.inner).unwrap_or_else(|shared| Inner {
             artifacts: shared.artifacts.clone(),
             cache_dir: shared.cache_dir.clone(),
+            own_files: shared.own_files.clone(),
             flavours: Flavours::default(),
             pooling,
         });
@@ -154,6 +174,12 @@ impl Runtime {
         Ok(engine::cache_path(&self.inner.artifacts, &self.inner.cache_dir, p.any_engine()))
     }
 
+    /// The runtime's own files, which no writable grant may hold: the artifacts and
+    /// the compiled-guest cache (resolved, as grants are).
+    pub(crate) fn own_files(&self) -> &[PathBuf] {
+        &self.inner.own_files
+    }
+
     /// Runs one guest program to its end and returns how it ended.
     ///
     /// `Err` only for what is wrong before the guest starts (bad settings, grants,
@@ -165,7 +191,7 @@ impl Runtime {
     /// Starts a run on its own guest thread and returns at once.
     pub fn start(&self, config: RunConfig) -> Result<RunHandle, Error> {
         let grants = config
-            .check()?
+            .check(self.own_files())?
             .into_iter()
             .map(|(host, g)| (host, g.guest_path.clone(), g.writable))
             .collect::<Vec<_>>();
@@ -222,34 +248,6 @@ impl RunHandle {
     }
 }
 
-/// A private folder that is removed with the run.
-pub(crate) struct TempDir(PathBuf);
-
-impl TempDir {
-    pub(crate) fn new() -> Result<Self, Error> {
-        static COUNTER: AtomicU64 = AtomicU64::new(0);
-        let n = COUNTER.fetch_add(1, Ordering::Relaxed);
-        let nanos = std::time::SystemTime::now()
-            .duration_since(std::time::UNIX_EPOCH)
-            .map(|d| d.subsec_nanos())
-            .unwrap_or(0);
-        let dir = std::env::temp_dir().join(format!(
-            "wasi-python-{}-{n}-{nanos:08x}",
-            std::process::id()
-        ));
-        std::fs::create_dir(&dir).map_err(|e| Error::io(format!("creating {}", dir.display()), e))?;
-        std::fs::create_dir(dir.join("home"))
-            .map_err(|e| Error::io(format!("creating {}/home", dir.display()), e))?;
-        Ok(TempDir(dir))
-    }
-}
-
-impl Drop for TempDir {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_dir_all(&self.0);
-    }
-}
-
 /// A store ready to instantiate, with what the host keeps of it.
 pub(crate) struct Guest {
     pub(crate) store: Store<HostState>,
@@ -276,7 +274,7 @@ pub(crate) fn new_guest(
     let stderr = CappedPipe::new(limits.output_bytes);
 
     let mut env: Vec<(String, String)> = vec![
-        ("HOME".into(), "/tmp/home".into()),
+        ("HOME".into(), config.workdir_path().to_owned()),
         ("PYTHONTZPATH".into(), String::new()),
         ("TMPDIR".into(), "/tmp".into()),
     ];
@@ -307,7 +305,10 @@ pub(crate) fn new_guest(
         let guest = format!("/usr/local/lib/{}/matplotlib/mpl-data", artifacts.stdlib_name());
         preopen(&mut b, mpl, &guest, FsPerms::ReadOnly)?;
     }
-    preopen(&mut b, &tmp.0, "/tmp", FsPerms::ReadWrite)?;
+    preopen(&mut b, &tmp.tmp(), "/tmp", FsPerms::ReadWrite)?;
+    if !grants.iter().any(|(_, guest, _)| guest == WORKDIR) {
+        preopen(&mut b, &tmp.work(), WORKDIR, FsPerms::ReadWrite)?;
+    }
     for (host, guest, writable) in grants {
         let perms = if *writable { FsPerms::ReadWrite } else { FsPerms::ReadOnly };
         preopen(&mut b, host, guest, perms)?;
@@ -329,6 +330,7 @@ pub(crate) fn new_guest(
             cancel: config.cancel.clone(),
         },
         door: config.door.clone(),
+        files: FileState::new(limits.file_write_bytes, limits.max_open_files),
         memory: None,
         alloc: None,
         mono_origin,
@@ -382,7 +384,10 @@ fn run_on_this_thread(
     args.push(ARGV0.to_owned());
     if let Some(p) = artifacts.guest_path() {
         args.push("-c".to_owned());
-        args.push(BOOT.replace("{PATH}", &format!("{p:?}")));
+        args.push(
+            BOOT.replace("{PATH}", &format!("{p:?}"))
+                .replace("{WORK}", &format!("{:?}", config.workdir_path())),
+        );
     }
     // Without our package: the caller's command line as is, finalised by the export.
     args.extend(config.argv.iter().cloned());
@@ -413,11 +418,12 @@ fn run_on_this_thread(
         _ => None,
     };
     let (exit_code, trapped) = match outcome {
-        Ok(code) => (Some(code), None),
+        Ok(code) => (Some(exit_status(code)), None),
         Err(e) => classify(&e),
     };
     let (stdout, out_t) = stdout.take();
     let (stderr, err_t) = stderr.take();
+    let file_bytes_written = store.data().files.written();
     done(Ok(Completed {
         exit_code,
         stdout,
@@ -428,6 +434,7 @@ fn run_on_this_thread(
             stderr: err_t,
         },
         fuel_used,
+        file_bytes_written,
         duration: started.elapsed(),
     }));
     // Only now, with the caller holding its result: resetting the store's pool slot
@@ -438,10 +445,16 @@ fn run_on_this_thread(
     drop(tmp);
 }
 
+/// What a POSIX parent would read from `exit(code)`: the status modulo 256, so
+/// `os._exit(-1)` is 255, never a negative code (which Python reads as "killed by a signal").
+pub(crate) fn exit_status(code: i32) -> i32 {
+    code.rem_euclid(256)
+}
+
 /// Names an error out of the guest by kind: an exit status, or a trap.
 pub(crate) fn classify(e: &wasmtime::Error) -> (Option<i32>, Option<Trapped>) {
     if let Some(exit) = e.downcast_ref::<I32Exit>() {
-        return (Some(exit.0), None);
+        return (Some(exit_status(exit.0)), None);
     }
     if let Some(stop) = e.downcast_ref::<Stop>() {
         return (

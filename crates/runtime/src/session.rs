@@ -160,8 +160,8 @@ impl Drop for TurnHandle {
 /// The code of the hidden first turn: our guest package first on sys.path, its
 /// bundle's finder installed (guest/_wasi_python_boot.py), and the turn counter
 /// reset so the caller's first turn is `<turn 1>`. It binds no names.
-fn setup_code(path: Option<&str>) -> String {
-    let mut s = String::new();
+fn setup_code(path: Option<&str>, workdir: &str) -> String {
+    let mut s = format!("__import__('os').chdir({workdir:?})\n");
     if let Some(p) = path {
         s.push_str(&format!("__import__('sys').path.insert(0, {p:?})\n"));
         s.push_str("__import__('_wasi_python_boot').install()\n");
@@ -176,7 +176,7 @@ impl Runtime {
     /// Metered (fuel) sessions need `config.limits.fuel` set to something at opening.
     pub fn open_session(&self, config: RunConfig, limits: SessionLimits) -> Result<Session, Error> {
         let grants = config
-            .check()?
+            .check(self.own_files())?
             .into_iter()
             .map(|(host, g)| (host, g.guest_path.clone(), g.writable))
             .collect::<Vec<_>>();
@@ -326,7 +326,7 @@ impl Live {
             opened: Instant::now(),
         };
         let setup = Turn {
-            code: setup_code(artifacts.guest_path()),
+            code: setup_code(artifacts.guest_path(), config.workdir_path()),
             deadline: Some(Duration::from_secs(30)),
             output_bytes: 1 << 16,
             fuel: None,
@@ -453,6 +453,7 @@ impl Live {
             trapped,
             truncated: Truncated { stdout: out_t, stderr: err_t },
             fuel_used,
+            file_bytes_written: self.guest.store.data().files.written(),
             duration: started.elapsed(),
         };
         (done, end)
@@ -480,6 +481,7 @@ impl Live {
             trapped,
             truncated: Truncated { stdout: out_t, stderr: err_t },
             fuel_used: None,
+            file_bytes_written: self.guest.store.data().files.written(),
             duration: started.elapsed(),
         }
     }

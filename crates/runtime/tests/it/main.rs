@@ -4,6 +4,7 @@
 //! provides both. Without artifacts every test fails with the command that fixes it.
 
 mod door;
+mod files;
 mod limits;
 mod programs;
 mod sandbox;

@@ -18,6 +18,11 @@ const EXITS: &[(&str, i32, &str)] = &[
     ("import sys; sys.exit(300)", 44, ""),
     ("import sys; sys.exit('bye')", 1, "bye"),
     ("import os; os._exit(4)", 4, ""),
+    // What a POSIX parent would read: the status modulo 256, never negative.
+    ("import os; os._exit(-1)", 255, ""),
+    ("import os; os._exit(2**31 - 1)", 255, ""),
+    ("import os; os._exit(256)", 0, ""),
+    ("import sys; sys.exit(-1)", 255, ""),
     ("raise SystemExit", 0, ""),
     ("1/0", 1, "ZeroDivisionError"),
     ("def f(:", 1, "SyntaxError"),

@@ -1,0 +1,420 @@
+//! The guest's file calls that the host bounds: bytes written, entries created, open
+//! descriptors, and symlinks that could lead out of a writable folder.
+//!
+//! Each function here shadows wasmtime-wasi's preview 1 function of the same name,
+//! checks what it must, and then calls wasmtime-wasi's own implementation through its
+//! ABI-level function (`wasmtime_wasi::p1::wasi_snapshot_preview1::*`) with the guest's
+//! own arguments, as wiggle's linker glue would. So the behaviour of every call that
+//! passes the checks is wasmtime-wasi's, and nothing here parses more of the guest's
+//! memory than the check needs.
+//!
+//! Accounting (see [`FileState`]): a successful `fd_write`/`fd_pwrite` on a descriptor the
+//! guest opened adds the bytes the call reports written; a `fd_filestat_set_size` that
+//! grows a file adds the growth. Once the run's total reaches `file_write_bytes`, such
+//! calls fail with ENOSPC: a run overshoots its quota by at most one write. Standard
+//! output and error are not files: they are capped by the output limit.
+
+use std::collections::HashSet;
+use std::sync::OnceLock;
+use std::sync::atomic::{AtomicUsize, Ordering};
+
+use wasmtime::{AsContextMut, Caller, Linker};
+use wasmtime_wasi::p1::types::Errno;
+use wasmtime_wasi::p1::wasi_snapshot_preview1 as p1;
+use wasmtime_wasi::p1::wasi_snapshot_preview1::WasiSnapshotPreview1 as _;
+use wasmtime_wasi::p1::WasiP1Ctx;
+use wasmtime_wasi::runtime::in_tokio;
+use wiggle::GuestMemory;
+
+use crate::host::HostState;
+
+/// The default of `file_write_bytes`: 256 MiB a run.
+pub const DEFAULT_FILE_WRITE_BYTES: u64 = 256 << 20;
+/// The default of `max_open_files`: 1,024 descriptors a run (beside the preopens and stdio).
+pub const DEFAULT_MAX_OPEN_FILES: usize = 1024;
+/// Files, folders and links one run may create; past it, ENOSPC. Empty files cost no
+/// bytes but each takes an inode and a directory entry on the host's disk.
+pub const MAX_CREATED_ENTRIES: u64 = 100_000;
+
+const O_CREAT: i32 = 1;
+
+/// What one store has written and holds open. Dropped with the store: its descriptors
+/// are then closed, and released from the process-wide count.
+#[derive(Debug)]
+pub(crate) struct FileState {
+    quota: Option<u64>,
+    written: u64,
+    created: u64,
+    max_open: usize,
+    /// The descriptors the guest opened (path_open), as numbered in the guest.
+    open: HashSet<u32>,
+}
+
+impl FileState {
+    pub(crate) fn new(quota: Option<u64>, max_open: usize) -> Self {
+        FileState {
+            quota,
+            written: 0,
+            created: 0,
+            max_open,
+            open: HashSet::new(),
+        }
+    }
+
+    /// Bytes written to files so far (what `Completed::file_bytes_written` reports).
+    pub(crate) fn written(&self) -> u64 {
+        self.written
+    }
+
+    fn full(&self) -> bool {
+        self.quota.is_some_and(|q| self.written >= q)
+    }
+
+    fn would_exceed(&self, more: u64) -> bool {
+        self.quota.is_some_and(|q| self.written.saturating_add(more) > q)
+    }
+
+    fn forget(&mut self, fd: u32) -> bool {
+        let had = self.open.remove(&fd);
+        if had {
+            release(1);
+        }
+        had
+    }
+}
+
+impl Drop for FileState {
+    fn drop(&mut self) {
+        release(self.open.len());
+    }
+}
+
+/// Descriptors the guests of this process hold, and the most they may: three quarters
+/// of the process's soft RLIMIT_NOFILE, so the host always has a quarter for itself.
+static HELD: AtomicUsize = AtomicUsize::new(0);
+
+fn process_cap() -> usize {
+    static CAP: OnceLock<usize> = OnceLock::new();
+    *CAP.get_or_init(|| {
+        let soft = rustix::process::getrlimit(rustix::process::Resource::Nofile)
+            .current
+            .unwrap_or(1 << 20);
+        let soft = usize::try_from(soft).unwrap_or(usize::MAX);
+        soft - (soft / 4).max(64.min(soft))
+    })
+}
+
+fn acquire() -> bool {
+    let cap = process_cap();
+    HELD.fetch_update(Ordering::AcqRel, Ordering::Acquire, |n| (n < cap).then_some(n + 1))
+        .is_ok()
+}
+
+fn release(n: usize) {
+    if n > 0 {
+        HELD.fetch_sub(n, Ordering::AcqRel);
+    }
+}
+
+/// The descriptors all guests of this process hold now (for tests and diagnostics).
+pub fn guest_descriptors_held() -> usize {
+    HELD.load(Ordering::Acquire)
+}
+
+fn errno(e: Errno) -> i32 {
+    e as i32
+}
+
+/// Calls into wasmtime-wasi's preview 1 with the guest's memory, as wiggle's glue does.
+fn with_wasi<R>(
+    caller: &mut Caller<'_, HostState>,
+    f: impl FnOnce(&mut WasiP1Ctx, &mut GuestMemory<'_>) -> R,
+) -> wasmtime::Result<R> {
+    let fuel = caller.as_context_mut().hostcall_fuel();
+    let memory = match caller.data().memory {
+        Some(m) => m,
+        None => match caller.get_export("memory") {
+            Some(wasmtime::Extern::Memory(m)) => m,
+            _ => wasmtime::bail!("missing required memory export"),
+        },
+    };
+    let (mem, state) = memory.data_and_store_mut(&mut *caller);
+    state.wasi.set_hostcall_fuel(fuel);
+    Ok(f(&mut state.wasi, &mut GuestMemory::Unshared(mem)))
+}
+
+fn read_u32(caller: &mut Caller<'_, HostState>, ptr: i32) -> Option<u32> {
+    let memory = caller.data().memory?;
+    let data = memory.data(&*caller);
+    let start = ptr as u32 as usize;
+    let bytes = data.get(start..start.checked_add(4)?)?;
+    Some(u32::from_le_bytes(bytes.try_into().ok()?))
+}
+
+fn read_bytes(caller: &mut Caller<'_, HostState>, ptr: i32, len: i32) -> Option<Vec<u8>> {
+    let memory = caller.data().memory?;
+    let data = memory.data(&*caller);
+    let start = ptr as u32 as usize;
+    Some(data.get(start..start.checked_add(len as u32 as usize)?)?.to_vec())
+}
+
+pub(crate) fn add_to_linker(linker: &mut Linker<HostState>) -> wasmtime::Result<()> {
+    const M: &str = "wasi_snapshot_preview1";
+    linker.func_wrap(M, "fd_write", fd_write)?;
+    linker.func_wrap(M, "fd_pwrite", fd_pwrite)?;
+    linker.func_wrap(M, "fd_filestat_set_size", fd_filestat_set_size)?;
+    linker.func_wrap(M, "path_open", path_open)?;
+    linker.func_wrap(M, "fd_close", fd_close)?;
+    linker.func_wrap(M, "fd_renumber", fd_renumber)?;
+    linker.func_wrap(M, "path_symlink", path_symlink)?;
+    linker.func_wrap(M, "path_create_directory", path_create_directory)?;
+    linker.func_wrap(M, "path_link", path_link)?;
+    Ok(())
+}
+
+/// Whether a write on `fd` is a file write the quota counts, and if so whether it is refused.
+fn check_write(caller: &Caller<'_, HostState>, fd: i32) -> (bool, Option<i32>) {
+    let files = &caller.data().files;
+    if !files.open.contains(&(fd as u32)) {
+        return (false, None);
+    }
+    (true, files.full().then_some(errno(Errno::Nospc)))
+}
+
+fn count_written(caller: &mut Caller<'_, HostState>, nwritten: i32) {
+    if let Some(n) = read_u32(caller, nwritten) {
+        let files = &mut caller.data_mut().files;
+        files.written = files.written.saturating_add(u64::from(n));
+    }
+}
+
+fn fd_write(mut caller: Caller<'_, HostState>, fd: i32, iovs: i32, iovs_len: i32, nwritten: i32) -> wasmtime::Result<i32> {
+    let (counted, refused) = check_write(&caller, fd);
+    if let Some(e) = refused {
+        return Ok(e);
+    }
+    let r = with_wasi(&mut caller, |ctx, mem| in_tokio(p1::fd_write(ctx, mem, fd, iovs, iovs_len, nwritten)))??;
+    if counted && r == 0 {
+        count_written(&mut caller, nwritten);
+    }
+    Ok(r)
+}
+
+fn fd_pwrite(
+    mut caller: Caller<'_, HostState>,
+    fd: i32,
+    iovs: i32,
+    iovs_len: i32,
+    offset: i64,
+    nwritten: i32,
+) -> wasmtime::Result<i32> {
+    let (counted, refused) = check_write(&caller, fd);
+    if let Some(e) = refused {
+        return Ok(e);
+    }
+    let r = with_wasi(&mut caller, |ctx, mem| {
+        in_tokio(p1::fd_pwrite(ctx, mem, fd, iovs, iovs_len, offset, nwritten))
+    })??;
+    if counted && r == 0 {
+        count_written(&mut caller, nwritten);
+    }
+    Ok(r)
+}
+
+/// Growing a file by `ftruncate` counts as writing the growth (a sparse file costs
+/// little disk, but an embedder that copies it pays for every byte).
+fn fd_filestat_set_size(mut caller: Caller<'_, HostState>, fd: i32, size: i64) -> wasmtime::Result<i32> {
+    if !caller.data().files.open.contains(&(fd as u32)) {
+        return with_wasi(&mut caller, |ctx, mem| in_tokio(p1::fd_filestat_set_size(ctx, mem, fd, size)))?;
+    }
+    let current = with_wasi(&mut caller, |ctx, mem| in_tokio(ctx.fd_filestat_get(mem, (fd as u32).into())))?;
+    let current = match current {
+        Ok(stat) => stat.size,
+        // Not a file of ours after all (a folder, say): let wasmtime-wasi answer.
+        Err(_) => return with_wasi(&mut caller, |ctx, mem| in_tokio(p1::fd_filestat_set_size(ctx, mem, fd, size)))?,
+    };
+    let growth = (size as u64).saturating_sub(current);
+    if growth > 0 && caller.data().files.would_exceed(growth) {
+        return Ok(errno(Errno::Nospc));
+    }
+    let r = with_wasi(&mut caller, |ctx, mem| in_tokio(p1::fd_filestat_set_size(ctx, mem, fd, size)))??;
+    if r == 0 {
+        let files = &mut caller.data_mut().files;
+        files.written = files.written.saturating_add(growth);
+    }
+    Ok(r)
+}
+
+#[expect(clippy::too_many_arguments, reason = "the WASI signature")]
+fn path_open(
+    mut caller: Caller<'_, HostState>,
+    fd: i32,
+    dirflags: i32,
+    path: i32,
+    path_len: i32,
+    oflags: i32,
+    rights_base: i64,
+    rights_inheriting: i64,
+    fdflags: i32,
+    fd_out: i32,
+) -> wasmtime::Result<i32> {
+    {
+        let files = &caller.data().files;
+        if files.open.len() >= files.max_open {
+            return Ok(errno(Errno::Mfile));
+        }
+        if oflags & O_CREAT != 0 && files.created >= MAX_CREATED_ENTRIES {
+            return Ok(errno(Errno::Nospc));
+        }
+    }
+    if !acquire() {
+        return Ok(errno(Errno::Nfile));
+    }
+    let r = with_wasi(&mut caller, |ctx, mem| {
+        in_tokio(p1::path_open(
+            ctx,
+            mem,
+            fd,
+            dirflags,
+            path,
+            path_len,
+            oflags,
+            rights_base,
+            rights_inheriting,
+            fdflags,
+            fd_out,
+        ))
+    });
+    let opened = match (&r, read_u32(&mut caller, fd_out)) {
+        (Ok(Ok(0)), Some(new_fd)) => Some(new_fd),
+        _ => None,
+    };
+    match opened {
+        Some(new_fd) => {
+            let files = &mut caller.data_mut().files;
+            if oflags & O_CREAT != 0 {
+                files.created += 1;
+            }
+            if !files.open.insert(new_fd) {
+                // Cannot happen (wasmtime-wasi hands out a free number); keep the count true.
+                release(1);
+            }
+        }
+        None => release(1),
+    }
+    r?
+}
+
+fn fd_close(mut caller: Caller<'_, HostState>, fd: i32) -> wasmtime::Result<i32> {
+    let r = with_wasi(&mut caller, |ctx, mem| in_tokio(p1::fd_close(ctx, mem, fd)))??;
+    if r == 0 {
+        caller.data_mut().files.forget(fd as u32);
+    }
+    Ok(r)
+}
+
+fn fd_renumber(mut caller: Caller<'_, HostState>, from: i32, to: i32) -> wasmtime::Result<i32> {
+    let r = with_wasi(&mut caller, |ctx, mem| in_tokio(p1::fd_renumber(ctx, mem, from, to)))??;
+    if r == 0 && from != to {
+        let files = &mut caller.data_mut().files;
+        // `to` was closed and `from` now goes by `to`.
+        files.forget(to as u32);
+        if files.open.remove(&(from as u32)) {
+            files.open.insert(to as u32);
+        }
+    }
+    Ok(r)
+}
+
+/// Whether a symlink target stays inside the folder it is made in, whatever that
+/// folder's depth: it must be relative and must not climb (`..`). A guest could
+/// otherwise plant, in a writable grant, a link that the embedder later follows out.
+pub(crate) fn symlink_target_allowed(target: &[u8]) -> bool {
+    !target.is_empty()
+        && !target.starts_with(b"/")
+        && !target.contains(&0)
+        && target.split(|&b| b == b'/').all(|c| c != b"..")
+}
+
+fn creation_refused(caller: &Caller<'_, HostState>) -> Option<i32> {
+    (caller.data().files.created >= MAX_CREATED_ENTRIES).then_some(errno(Errno::Nospc))
+}
+
+fn count_created(caller: &mut Caller<'_, HostState>, r: i32) {
+    if r == 0 {
+        caller.data_mut().files.created += 1;
+    }
+}
+
+fn path_symlink(
+    mut caller: Caller<'_, HostState>,
+    old_path: i32,
+    old_len: i32,
+    fd: i32,
+    new_path: i32,
+    new_len: i32,
+) -> wasmtime::Result<i32> {
+    let Some(target) = read_bytes(&mut caller, old_path, old_len) else {
+        return Ok(errno(Errno::Fault));
+    };
+    if !symlink_target_allowed(&target) {
+        return Ok(errno(Errno::Perm));
+    }
+    if let Some(e) = creation_refused(&caller) {
+        return Ok(e);
+    }
+    let r = with_wasi(&mut caller, |ctx, mem| {
+        in_tokio(p1::path_symlink(ctx, mem, old_path, old_len, fd, new_path, new_len))
+    })??;
+    count_created(&mut caller, r);
+    Ok(r)
+}
+
+fn path_create_directory(mut caller: Caller<'_, HostState>, fd: i32, path: i32, path_len: i32) -> wasmtime::Result<i32> {
+    if let Some(e) = creation_refused(&caller) {
+        return Ok(e);
+    }
+    let r = with_wasi(&mut caller, |ctx, mem| in_tokio(p1::path_create_directory(ctx, mem, fd, path, path_len)))??;
+    count_created(&mut caller, r);
+    Ok(r)
+}
+
+#[expect(clippy::too_many_arguments, reason = "the WASI signature")]
+fn path_link(
+    mut caller: Caller<'_, HostState>,
+    old_fd: i32,
+    old_flags: i32,
+    old_path: i32,
+    old_len: i32,
+    new_fd: i32,
+    new_path: i32,
+    new_len: i32,
+) -> wasmtime::Result<i32> {
+    if let Some(e) = creation_refused(&caller) {
+        return Ok(e);
+    }
+    let r = with_wasi(&mut caller, |ctx, mem| {
+        in_tokio(p1::path_link(ctx, mem, old_fd, old_flags, old_path, old_len, new_fd, new_path, new_len))
+    })??;
+    count_created(&mut caller, r);
+    Ok(r)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn symlink_targets_that_stay_inside_are_allowed() {
+        for ok in [&b"a"[..], b"a/b", b"./a", b"a/./b", b"a.b", b"..a", b"a..", b"a/...b"] {
+            assert!(symlink_target_allowed(ok), "{}", String::from_utf8_lossy(ok));
+        }
+    }
+
+    #[test]
+    fn symlink_targets_that_could_leave_are_refused() {
+        for bad in [&b"/etc/passwd"[..], b"..", b"../x", b"a/../../b", b"a/..", b"", b"/", b"a\0b"] {
+            assert!(!symlink_target_allowed(bad), "{}", String::from_utf8_lossy(bad));
+        }
+    }
+}
