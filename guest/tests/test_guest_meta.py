@@ -365,22 +365,30 @@ def test_new_kinds_load_no_introspection():
 
 # ------------------------------------------- real descriptors from the host side
 #
-# The host's python/wasi_python/_tools.py is loaded by path, with no package (it
-# has no relative imports; its one import of the compiled extension is optional),
-# and its tool() makes the descriptors the guest then reads.
+# The host's python/wasi_python/_tools.py is loaded by path, inside a stand-in package
+# over its folder (so its relative imports of the pure-Python modules resolve, and the
+# package's __init__, which needs the compiled extension, never runs), and its tool()
+# makes the descriptors the guest then reads.
 
 
 @pytest.fixture(scope="module")
 def host_tools():
-    name = "wasi_python_tools_under_test"
+    import types
+
+    package = "wasi_python_under_test"
+    stand_in = types.ModuleType(package)
+    stand_in.__path__ = [str(HOST_TOOLS.parent)]
+    name = f"{package}._tools"
     spec = importlib.util.spec_from_file_location(name, HOST_TOOLS)
     module = importlib.util.module_from_spec(spec)
+    sys.modules[package] = stand_in
     sys.modules[name] = module  # its dataclasses look their module up here
     try:
         spec.loader.exec_module(module)
         yield module
     finally:
-        del sys.modules[name]
+        for m in [m for m in sys.modules if m == package or m.startswith(package + ".")]:
+            del sys.modules[m]
 
 
 def lookup_region(code: str) -> dict:

@@ -56,10 +56,13 @@ async def run_async(
     fuel: Optional[int] = None,
     cancel: Any = None,
     tools: Optional[Iterable[Any]] = None,
-    gate: Optional[Callable[[Any], Any]] = None,
+    gate: Any = _run._UNSET,
     max_tool_calls: Any = _run._UNSET,
     max_tool_request_bytes: Any = _run._UNSET,
     host: Any = None,
+    file_write_bytes: Optional[int] = _run.DEFAULTS["file_write_bytes"],
+    max_open_files: int = _run.DEFAULTS["max_open_files"],
+    workdir: Optional[str] = None,
 ) -> Completed:
     """``await run_async(argv, ...)``: like ``run``, with the same keywords and result.
 
@@ -72,6 +75,7 @@ async def run_async(
     plan = _run._plan(
         argv, stdin, env, grants, memory_bytes, deadline_s, output_bytes, fuel, cancel,
         tools, gate, max_tool_calls, max_tool_request_bytes, host,
+        file_write_bytes, max_open_files, workdir,
     )
     loop = asyncio.get_running_loop()
     token = _ext.CancelToken()

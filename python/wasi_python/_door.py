@@ -5,7 +5,8 @@ The runtime (Rust) decodes, budgets, validates and bounds each call, then calls
 ``(status, payload, fault)``:
 
 - ``("ok", result, None)``: the result, converted to JSON by the runtime on this thread;
-- ``("denied", message, fault)``: the gate refused (``fault`` when the gate itself failed);
+- ``("denied", message, fault)``: the gate refused (``fault`` when the gate raised);
+  a gate's ToolError refuses with its message, as its ToolDenied does (see `_gate`);
 - ``("error", message, None)``: the tool raised ToolError; its message crosses;
 - ``("internal", None, fault)``: anything else; only "<tool> failed (internal error)"
   crosses, ``fault`` ("Type: first line") stays in the record;
@@ -227,6 +228,14 @@ class Dispatcher:
                 return ("cancelled", None, None)
             except ToolDenied as e:
                 return ("denied", str(e) or f"{name}: the host refused this call", None)
+            except ToolError as e:
+                # "A ToolError you raise crosses to the guest with its message", from a gate
+                # as from a tool. A gate's answer is a refusal, so the call is refused as by
+                # ToolDenied: outcome "denied", read by the guest as host.ToolDenied (a
+                # PermissionError and a host.ToolError) with this message. The tool never
+                # ran, so "tool_error" would misreport it; the record's fault keeps the
+                # type ("ToolError: ..."), as for any other exception a gate raises.
+                return ("denied", str(e) or f"{name}: the host refused this call", _fault(e))
             except BaseException as e:  # noqa: BLE001 - a failing gate refuses, whatever it raised
                 return ("denied", f"{name}: the host refused this call (its gate failed)", _fault(e))
             if verdict is False:

@@ -18,7 +18,7 @@ if TYPE_CHECKING:
 from . import _door
 from . import _wasi_python as _ext
 from ._tools import _as_tools
-from ._types import Completed, Grant
+from ._types import MAX_SECONDS, Completed, Grant, check_utf8, show_number
 
 __all__ = ["run", "artifacts", "ArtifactsMissing", "DEFAULTS", "TOOL_DEFAULTS"]
 
@@ -27,6 +27,9 @@ ArtifactsMissing = _ext.ArtifactsMissing
 # At exit, tool threads still running (abandoned calls) run to their end first: a
 # thread that enters Python while the interpreter finalises would be killed mid-call.
 atexit.register(_ext.shutdown_tools, 10.0)
+# Registered after, so run before it (atexit is last in, first out): runs still alive
+# at exit get 0.25 s to end, then their private folders are removed whatever they hold.
+atexit.register(_ext.sweep_private_folders, 0.25)
 
 #: The default limits of a run.
 DEFAULTS: Mapping[str, Any] = {
@@ -34,6 +37,8 @@ DEFAULTS: Mapping[str, Any] = {
     "deadline_s": 60.0,
     "output_bytes": 16 << 20,
     "fuel": None,
+    "file_write_bytes": 256 << 20,
+    "max_open_files": 1024,
 }
 
 _ARTIFACTS_ENV = "WASI_PYTHON_ARTIFACTS"
@@ -41,7 +46,8 @@ _FIX = "cargo xtask dist"
 
 
 # Resolved once: resolving walks the path with a system call per component.
-_PACKAGE_ARTIFACTS = Path(__file__).resolve().parent / "_artifacts"
+_PACKAGE = Path(__file__).resolve().parent
+_PACKAGE_ARTIFACTS = _PACKAGE / "_artifacts"
 
 
 def artifacts() -> Path:
@@ -118,23 +124,36 @@ def _compile_guest_package(dist: Path) -> int:
     return int(d["stdout"])
 
 
-def _check_int(name: str, value: Any, *, minimum: int = 0, optional: bool = False) -> Optional[int]:
+#: The largest count the runtime takes (a u64), and the largest byte count (a usize).
+_U64_MAX = (1 << 64) - 1
+_SIZE_MAX = sys.maxsize * 2 + 1
+#: A 32-bit guest cannot address more.
+_MEMORY_MAX = 4 << 30
+
+
+def _check_int(name: str, value: Any, *, minimum: int = 0, maximum: int = _U64_MAX, optional: bool = False, why: str = "") -> Optional[int]:
+    """An int (not a bool) in [minimum, maximum], else TypeError/ValueError naming ``name``."""
     if value is None and optional:
         return None
     if isinstance(value, bool) or not isinstance(value, int):
         raise TypeError(f"{name} must be an int{' or None' if optional else ''}, not {type(value).__name__}")
     if value < minimum:
-        raise ValueError(f"{name} must be >= {minimum}, not {value}")
-    return value
+        raise ValueError(f"{name} must be >= {minimum}, not {show_number(value)}")
+    if value > maximum:
+        none = "; pass None for no limit" if optional else ""
+        raise ValueError(f"{name} must be at most {maximum}{why}, not {show_number(value)}{none}")
+    return int(value)
 
 
 def _check_seconds(name: str, value: Any) -> Optional[float]:
+    """None, or a positive finite number of seconds up to MAX_SECONDS (not a bool)."""
     if value is None:
         return None
     if isinstance(value, bool) or not isinstance(value, (int, float)):
         raise TypeError(f"{name} must be a number of seconds or None, not {type(value).__name__}")
-    if not math.isfinite(value) or value <= 0:
-        raise ValueError(f"{name} must be a positive finite number of seconds, not {value!r}")
+    # Compared before float(): an int past a float's range would raise OverflowError.
+    if not (value > 0) or not (value <= MAX_SECONDS) or not math.isfinite(value):
+        raise ValueError(f"{name} must be a positive finite number of seconds at most {MAX_SECONDS:g} (None for no limit), not {show_number(value)}")
     return float(value)
 
 
@@ -144,6 +163,9 @@ def _check_argv(argv: Any) -> list[str]:
     for a in argv:
         if not isinstance(a, str):
             raise TypeError(f"argv must hold only str, not {type(a).__name__}")
+        check_utf8("argv", a)
+        if "\0" in a:
+            raise ValueError(f"argv: {a[:40]!r} holds a NUL character")
     return list(argv)
 
 
@@ -158,6 +180,8 @@ def _check_env(env: Any) -> list[tuple[str, str]]:
             raise TypeError(f"env must map str to str; {k!r}: {v!r} is not")
         if not k or "=" in k or "\0" in k or "\0" in v:
             raise ValueError(f"env: {k!r} is not a valid environment variable name")
+        check_utf8("env", k)
+        check_utf8(f"env[{k!r}]", v)
         out.append((k, v))
     return out
 
@@ -171,12 +195,15 @@ def _check_grants(grants: Any) -> list[tuple[str, str, bool]]:
             raise TypeError(f"grants must hold Grant objects, not {type(g).__name__}")
         if not isinstance(g.guest_path, str):
             raise TypeError("Grant.guest_path must be a str")
-        out.append((os.fspath(g.host_path), g.guest_path, bool(g.writable)))
+        if type(g.writable) is not bool:  # Grant() checks it; this catches a forced one
+            raise TypeError(f"grants: Grant.writable must be a bool, not {type(g.writable).__name__}")
+        out.append((os.fspath(g.host_path), g.guest_path, g.writable))
     return out
 
 
 def _check_stdin(stdin: Any) -> bytes:
     if isinstance(stdin, str):
+        check_utf8("stdin", stdin)
         return stdin.encode()
     if not isinstance(stdin, (bytes, bytearray, memoryview)):
         raise TypeError(f"stdin must be bytes or str, not {type(stdin).__name__}")
@@ -253,11 +280,15 @@ def _door_args(tools: Any, gate: Any, max_calls: Any, max_bytes: Any, host: Any)
         if inspect.iscoroutinefunction(host) or inspect.iscoroutinefunction(getattr(type(host), "__call__", None)):
             raise TypeError("host= cannot be an async def: serve it as a tool instead")
     if tools is None:
+        # Any of them passed at all, None included: a caller who writes max_tool_calls=None
+        # means "no limit on tool calls", and a run without tools= has none to bound.
         for name, value in (("gate", gate), ("max_tool_calls", max_calls), ("max_tool_request_bytes", max_bytes)):
-            if value is not None and value is not _UNSET:
-                raise TypeError(f"{name}= without tools=: it bounds tool calls, and this run offers none")
+            if value is not _UNSET:
+                raise TypeError(f"{name}= without tools=: it governs tool calls, and this run offers none")
         return None
     tool_list = _as_tools(tools)
+    if gate is _UNSET:
+        gate = None
     _door.check_gate(gate)
     frames = TOOL_DEFAULTS["max_tool_calls"] if max_calls is _UNSET else _check_int("max_tool_calls", max_calls, minimum=1, optional=True)
     req = TOOL_DEFAULTS["max_tool_request_bytes"] if max_bytes is _UNSET else _check_int("max_tool_request_bytes", max_bytes, minimum=1, optional=True)
@@ -276,10 +307,13 @@ def run(
     fuel: Optional[int] = None,
     cancel: Any = None,
     tools: Optional[Iterable[Any]] = None,
-    gate: Optional[Callable[[Any], Any]] = None,
+    gate: Optional[Callable[[Any], Any]] | _Unset = _UNSET,
     max_tool_calls: Optional[int] | _Unset = _UNSET,
     max_tool_request_bytes: Optional[int] | _Unset = _UNSET,
     host: Any = None,
+    file_write_bytes: Optional[int] = DEFAULTS["file_write_bytes"],
+    max_open_files: int = DEFAULTS["max_open_files"],
+    workdir: Optional[str] = None,
 ) -> Completed:
     """Runs a CPython command line in the sandbox and returns how it ended.
 
@@ -292,11 +326,13 @@ def run(
     ``tools=`` offers host functions to the guest (``from host import tools``); ``gate=``
     is called before each tool call; ``max_tool_calls`` (default 1,000 frames, the
     discovery frame included) and ``max_tool_request_bytes`` (default 16 MiB) bound
-    the door, None meaning no limit. ``host=`` is a raw door instead: bytes in, bytes out.
+    the door, None meaning no limit; passing any of these three without ``tools=``, even
+    as None, is a TypeError. ``host=`` is a raw door instead: bytes in, bytes out.
     """
     plan = _plan(
         argv, stdin, env, grants, memory_bytes, deadline_s, output_bytes, fuel, cancel,
         tools, gate, max_tool_calls, max_tool_request_bytes, host,
+        file_write_bytes, max_open_files, workdir,
     )
     token, watch = _cancel_token(cancel)
     try:
@@ -321,26 +357,51 @@ class _Plan:
     fuel: Optional[int]
     host: Any
     door: Optional[tuple[list[Any], Any, Optional[int], Optional[int]]]
+    files: tuple[Optional[int], int, Optional[str]]
 
 
 def _plan(
     argv: Any, stdin: Any, env: Any, grants: Any, memory_bytes: Any, deadline_s: Any,
     output_bytes: Any, fuel: Any, cancel: Any, tools: Any, gate: Any,
     max_tool_calls: Any, max_tool_request_bytes: Any, host: Any,
+    file_write_bytes: Any, max_open_files: Any, workdir: Any,
 ) -> _Plan:
     """Checks every argument, then finds the artifacts: all before any work."""
     args = _check_argv(argv)
     stdin_b = _check_stdin(stdin)
     env_l = _check_env(env)
     grants_l = _check_grants(grants)
-    memory = _check_int("memory_bytes", memory_bytes, minimum=40 << 20)
+    memory = _check_memory(memory_bytes)
     deadline = _check_seconds("deadline_s", deadline_s)
-    out_cap = _check_int("output_bytes", output_bytes)
+    out_cap = _check_int("output_bytes", output_bytes, maximum=_SIZE_MAX)
     fuel_cap = _check_int("fuel", fuel, minimum=1, optional=True)
+    files = _check_files(file_write_bytes, max_open_files, workdir, grants_l)
     door = _door_args(tools, gate, max_tool_calls, max_tool_request_bytes, host)
     _check_cancel(cancel)
     where = _where(door is not None)
-    return _Plan(where, args, stdin_b, env_l, grants_l, memory, deadline, out_cap, fuel_cap, host, door)
+    return _Plan(where, args, stdin_b, env_l, grants_l, memory, deadline, out_cap, fuel_cap, host, door, files)
+
+
+def _check_files(file_write_bytes: Any, max_open_files: Any, workdir: Any, grants: list[tuple[str, str, bool]]) -> tuple[Optional[int], int, Optional[str]]:
+    """The file keywords, as the extension takes them; and no writable grant over this
+    package (the runtime refuses the artifacts and the compiled-guest cache itself)."""
+    for host, _, writable in grants:
+        if writable:
+            h = Path(host).resolve()
+            if h == _PACKAGE or h in _PACKAGE.parents or _PACKAGE in h.parents:
+                raise ValueError(f"grants: a writable grant of {host} would let the guest rewrite this package ({_PACKAGE})")
+    quota = _check_int("file_write_bytes", file_write_bytes, optional=True)
+    fds = _check_int("max_open_files", max_open_files, minimum=1)
+    if workdir is not None:
+        if not isinstance(workdir, str):
+            raise TypeError(f"workdir must be a guest path (str) or None, not {type(workdir).__name__}")
+        if workdir != "/work" and not any(g == workdir and w for _, g, w in grants):
+            raise ValueError(f"workdir: {workdir!r} is not the guest path of a writable grant (or '/work')")
+    return quota, min(fds, 1 << 62), workdir
+
+
+def _check_memory(memory_bytes: Any) -> int:
+    return _check_int("memory_bytes", memory_bytes, minimum=40 << 20, maximum=_MEMORY_MAX, why=" (4 GiB: a 32-bit guest cannot use more)")  # type: ignore[return-value]
 
 
 def _where(tools: bool) -> str:
@@ -364,20 +425,21 @@ def _completed(d: dict[str, Any]) -> Completed:
         fuel_used=d["fuel_used"],
         duration_s=d["duration_s"],
         tools=_door.ToolRecord._from_ext(record) if record is not None else None,
+        file_bytes_written=d["file_bytes_written"],
     )
 
 
 def _execute(p: _Plan, token: Any, loop: Optional[asyncio.AbstractEventLoop]) -> Completed:
     """Runs a planned guest; ``loop`` is where async tools run (None: a loop of the run's own)."""
     if p.door is None:
-        d = _ext.run(p.where, p.args, p.stdin, p.env, p.grants, p.memory, p.deadline, p.output, p.fuel, token, p.host)
+        d = _ext.run(p.where, p.args, p.stdin, p.env, p.grants, p.memory, p.deadline, p.output, p.fuel, token, p.host, files=p.files)
         return _completed(d)
     tool_list, gate_fn, frames, req_bytes = p.door
     dispatcher = _door.Dispatcher(tool_list, gate_fn, loop)
     try:
         d = _ext.run(
             p.where, p.args, p.stdin, p.env, p.grants, p.memory, p.deadline, p.output, p.fuel, token, None,
-            [t._for_door() for t in tool_list], dispatcher, frames, req_bytes,
+            [t._for_door() for t in tool_list], dispatcher, frames, req_bytes, files=p.files,
         )
     finally:
         dispatcher.close()

@@ -2,11 +2,11 @@
 
 from __future__ import annotations
 
-from typing import Any, Callable, Iterable, Mapping, Optional
+from typing import Any, Iterable, Mapping, Optional
 
 from . import _door, _run
 from . import _wasi_python as _ext
-from ._types import Completed, Grant
+from ._types import Completed, Grant, check_utf8
 
 __all__ = ["Session", "SessionEnded", "SessionBusy"]
 
@@ -34,6 +34,8 @@ class Session:
     the guest calls ``exit()``, or when a turn traps; ``run`` then raises
     ``SessionEnded``. Closing runs the guest's atexit handlers within ``shutdown_s``.
     Use it from one thread at a time; a concurrent turn raises ``SessionBusy``.
+    The file keywords are ``run``'s; ``file_write_bytes`` caps all turns together, and
+    the working folder (``/work`` or ``workdir=``) lives as long as the session.
     """
 
     def __init__(
@@ -46,22 +48,26 @@ class Session:
         output_bytes: int = _run.DEFAULTS["output_bytes"],
         fuel: Optional[int] = None,
         tools: Optional[Iterable[Any]] = None,
-        gate: Optional[Callable[[Any], Any]] = None,
+        gate: Any = _run._UNSET,
         max_tool_calls: Any = _run._UNSET,
         max_tool_request_bytes: Any = _run._UNSET,
         idle_s: Optional[float] = 900.0,
         lifetime_s: Optional[float] = 3600.0,
         shutdown_s: float = 5.0,
+        file_write_bytes: Optional[int] = _run.DEFAULTS["file_write_bytes"],
+        max_open_files: int = _run.DEFAULTS["max_open_files"],
+        workdir: Optional[str] = None,
     ) -> None:
         env_l = _run._check_env(env)
         grants_l = _run._check_grants(grants)
-        memory = _run._check_int("memory_bytes", memory_bytes, minimum=40 << 20)
+        memory = _run._check_memory(memory_bytes)
         self._deadline = _run._check_seconds("deadline_s", deadline_s)
-        self._output = _run._check_int("output_bytes", output_bytes)
+        self._output = _run._check_int("output_bytes", output_bytes, maximum=_run._SIZE_MAX)
         self._fuel = _run._check_int("fuel", fuel, minimum=1, optional=True)
         idle = _run._check_seconds("idle_s", idle_s)
         life = _run._check_seconds("lifetime_s", lifetime_s)
         shut = _run._check_seconds("shutdown_s", shutdown_s)
+        files = _run._check_files(file_write_bytes, max_open_files, workdir, grants_l)
         door = _run._door_args(tools, gate, max_tool_calls, max_tool_request_bytes, None)
         where = _run._where(door is not None)
         self._dispatcher: Optional[_door.Dispatcher] = None
@@ -71,15 +77,16 @@ class Session:
             self._dispatcher = _door.Dispatcher(tool_list, gate_fn)
             extra = ([t._for_door() for t in tool_list], self._dispatcher, frames, req)
         self._handle = _ext.SessionHandle(
-            where, env_l, grants_l, memory, self._fuel is not None, idle, life, shut or 5.0, *extra
+            where, env_l, grants_l, memory, self._fuel is not None, idle, life, shut or 5.0, *extra, files=files
         )
         self._closed = False
 
     def _turn_args(self, code: Any, deadline_s: Any, output_bytes: Any, fuel: Any) -> tuple[str, Optional[float], int, Optional[int]]:
         if not isinstance(code, str):
             raise TypeError(f"code must be a str, not {type(code).__name__}")
+        check_utf8("code", code)
         deadline = self._deadline if deadline_s is _run._UNSET else _run._check_seconds("deadline_s", deadline_s)
-        output = self._output if output_bytes is _run._UNSET else _run._check_int("output_bytes", output_bytes)
+        output = self._output if output_bytes is _run._UNSET else _run._check_int("output_bytes", output_bytes, maximum=_run._SIZE_MAX)
         fuel_cap = self._fuel if fuel is _run._UNSET else _run._check_int("fuel", fuel, minimum=1, optional=True)
         if fuel_cap is not None and self._fuel is None:
             raise ValueError("fuel: this session was opened without fuel=, so its turns are not metered")

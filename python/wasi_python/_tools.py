@@ -44,6 +44,8 @@ from dataclasses import dataclass
 from collections.abc import Callable, Iterable
 from typing import Any
 
+from ._types import MAX_SECONDS, show_number
+
 __all__ = [
     "Tool",
     "ToolCall",
@@ -67,7 +69,11 @@ _INT_MAX = 10**64
 
 
 class ToolError(Exception):
-    """Raised by a tool to fail a call; its message crosses to the guest (``host.ToolError``)."""
+    """Raised by a tool to fail a call; its message crosses to the guest (``host.ToolError``).
+
+    Raised by a gate, it refuses the call with its message: the guest reads
+    ``host.ToolDenied`` (a ``host.ToolError``), and the record says "denied" with the
+    message, its fault "ToolError: ..." telling it from a ToolDenied."""
 
 
 class ToolDenied(ToolError):
@@ -286,7 +292,9 @@ def _as_tools(tools: Any) -> list[Tool]:
         raise TypeError(f"tools= takes a list of tools or functions, not {_type_name(tools)}")
     out: list[Tool] = []
     seen: set[str] = set()
-    for item in tools:
+    for i, item in enumerate(tools):
+        if not callable(item):
+            raise TypeError(f"tools= holds {_type_name(item)} at index {i}: each item must be a function or a tool")
         t = _tool_of_function(item) if type(item) is types.FunctionType else tool(item)
         if t.name in seen:
             raise ValueError(f"two tools are named {t.name!r}; a run offers one tool per name")
@@ -394,6 +402,9 @@ def _make(target: Any, options: dict[str, Any]) -> Tool:
     if desc_opt is not None and not isinstance(desc_opt, str):
         raise TypeError(f"tool description= must be a str, not {_type_name(desc_opt)}")
     timeout = _check_timeout(options["timeout_s"])
+    for flag in ("read_only", "destructive", "idempotent", "open_world", "validates_input"):
+        if type(options[flag]) is not bool:
+            raise TypeError(f"tool {flag}= must be a bool (True or False), not {_type_name(options[flag])}")
 
     base, n_bound, fixed_names = _unwrap(target)
     name = name_opt if name_opt is not None else _default_name(base)
@@ -599,10 +610,10 @@ def _check_timeout(t: Any) -> float | None:
         return None
     if isinstance(t, bool) or not isinstance(t, numbers.Real):
         raise TypeError(f"timeout_s must be a number of seconds, not {_type_name(t)}")
-    t = float(t)
-    if not (math.isfinite(t) and t > 0):
-        raise ValueError(f"timeout_s must be positive and finite, not {t!r}")
-    return t
+    # Compared before float(): an int past a float's range would raise OverflowError.
+    if not (t > 0 and t <= MAX_SECONDS) or not math.isfinite(t):
+        raise ValueError(f"timeout_s must be positive and finite, at most {MAX_SECONDS:g} seconds, not {show_number(t)}")
+    return float(t)
 
 
 def _check_name(name: str) -> None:

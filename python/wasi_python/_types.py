@@ -11,6 +11,27 @@ if TYPE_CHECKING:
 
 __all__ = ["Completed", "Grant"]
 
+#: The longest finite time a limit accepts, in seconds (about 31.7 years): past it the
+#: runtime could not add the time to the clock. None is the way to say "no limit".
+MAX_SECONDS = 1e9
+
+
+def show_number(value: object) -> str:
+    """A number for an error message: a huge int by its size, not its thousands of digits
+    (past 4,300 of them, str() itself raises ValueError)."""
+    if isinstance(value, int) and not isinstance(value, bool) and abs(value) >= 1 << 64:
+        return f"{'-' if value < 0 else ''}an int of {value.bit_length()} bits"
+    return repr(value)
+
+
+def check_utf8(name: str, text: str) -> None:
+    """Refuses a str the runtime cannot pass on: one with a lone surrogate (such as
+    ``"\\ud800"``) has no UTF-8 form. ValueError naming ``name``."""
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError as e:
+        raise ValueError(f"{name}: {text[:40]!r} is not valid UTF-8 (a lone surrogate at index {e.start})") from None
+
 
 @dataclass(frozen=True, slots=True)
 class Grant:
@@ -22,6 +43,16 @@ class Grant:
     host_path: str | os.PathLike[str]
     guest_path: str
     writable: bool = False
+
+    def __post_init__(self) -> None:
+        # Checked here, where the mistake is made: writable="no" would otherwise be truthy.
+        if not isinstance(os.fspath(self.host_path) if isinstance(self.host_path, (str, os.PathLike)) else None, str):
+            raise TypeError(f"Grant.host_path must be a str or os.PathLike of str, not {type(self.host_path).__name__}")
+        if not isinstance(self.guest_path, str):
+            raise TypeError(f"Grant.guest_path must be a str, not {type(self.guest_path).__name__}")
+        check_utf8("Grant.guest_path", self.guest_path)
+        if type(self.writable) is not bool:
+            raise TypeError(f"Grant.writable must be a bool (True or False), not {type(self.writable).__name__}")
 
 
 @dataclass(frozen=True, slots=True)
@@ -35,6 +66,9 @@ class Completed:
     - ``truncated``: the streams that dropped output past the cap ("stdout", "stderr").
     - ``fuel_used``: fuel spent when ``fuel=`` was given, else None.
     - ``tools``: the call record when ``tools=`` was given, else None.
+    - ``file_bytes_written``: bytes the guest wrote to files (``/tmp``, ``/work``,
+      writable grants), what ``file_write_bytes`` caps; for a session turn, the
+      session's total so far.
     """
 
     exit_code: Optional[int]
@@ -45,6 +79,7 @@ class Completed:
     fuel_used: Optional[int]
     duration_s: float
     tools: Optional["ToolRecord"] = field(default=None)
+    file_bytes_written: int = 0
 
     @property
     def ok(self) -> bool:

@@ -129,7 +129,7 @@ def test_env_reaches_the_guest_with_the_fixed_variables(monkeypatch):
     env = json.loads(done.stdout)
     assert env["FOO"] == "bar"
     assert env["EMPTY"] == ""
-    assert env["HOME"] == "/tmp/home"
+    assert env["HOME"] == "/work"
     assert env["TMPDIR"] == "/tmp"
     assert env["PYTHONTZPATH"] == ""
     # the host's environment stays on the host

@@ -4,12 +4,15 @@ from __future__ import annotations
 
 import os
 import socket
+import threading
+import time
 import uuid
 from pathlib import Path
 
 import pytest
 
-from wasi_python import Grant, run
+from wasi_python import Grant, Session, artifacts, run
+from wasi_python.tools import tool
 
 
 @pytest.fixture
@@ -337,3 +340,285 @@ def test_stdlib_cannot_be_modified():
     for p, r in _lines(done).items():
         assert not r.startswith("ok"), (p, r)
     assert run(["-c", "import json; print(json.dumps(1))"]).stdout == b"1\n"
+
+
+# --- files: quotas, descriptors, leftovers, planted links (hostile guests) ---------------
+
+
+_FILL = """
+import errno, sys
+n = 0
+try:
+    with open(sys.argv[1], 'wb') as f:
+        while n < 4096:
+            f.write(b'x' * (1 << 20)); f.flush(); n += 1
+except OSError as e:
+    print(errno.errorcode[e.errno], n)
+print('alive')
+"""
+
+
+@pytest.mark.parametrize("where", ["/tmp/big", "/work/big", "big", "~/big"])
+def test_writes_past_file_write_bytes_fail_with_enospc_and_the_run_goes_on(where):
+    path = where.replace("~", "/work")
+    done = run(["-c", _FILL, path], file_write_bytes=4 << 20)
+    assert done.ok, done.stderr
+    first, last = done.stdout.decode().splitlines()
+    assert first.split()[0] == "ENOSPC" and last == "alive"
+    assert 4 << 20 <= done.file_bytes_written <= 5 << 20
+
+
+def test_the_quota_counts_writable_grants_too(tree):
+    done = run(["-c", _FILL, "/out/big"], grants=[Grant(tree / "out", "/out", writable=True)], file_write_bytes=2 << 20)
+    assert done.stdout.decode().startswith("ENOSPC ")
+    assert (tree / "out" / "big").stat().st_size <= 3 << 20
+
+
+def test_a_quota_of_none_is_no_quota_and_the_default_is_256_mib():
+    import inspect
+
+    assert inspect.signature(run).parameters["file_write_bytes"].default == 256 << 20
+    done = run(["-c", "open('/tmp/x', 'wb').write(b'z' * (3 << 20))"], file_write_bytes=None)
+    assert done.ok and done.file_bytes_written == 3 << 20
+
+
+def test_a_session_counts_its_turns_together():
+    with Session(file_write_bytes=3 << 20) as s:
+        assert s.run("open('/tmp/a', 'wb').write(b'a' * (2 << 20))").ok
+        done = s.run(_FILL.replace("sys.argv[1]", "'/tmp/b'"))
+        assert done.stdout.decode().startswith("ENOSPC ")
+        assert done.file_bytes_written <= 4 << 20
+
+
+def test_descriptors_past_max_open_files_fail_with_emfile():
+    code = """
+import errno
+held = []
+try:
+    while len(held) < 5000:
+        held.append(open('/tmp/f'))
+except OSError as e:
+    print(errno.errorcode[e.errno], len(held))
+"""
+    done = run(["-c", "open('/tmp/f', 'w').close()\n" + code], max_open_files=64)
+    assert done.ok, done.stderr
+    name, n = done.stdout.decode().split()
+    assert name == "EMFILE" and 40 <= int(n) <= 64
+
+
+def test_planted_symlinks_may_not_leave_a_writable_grant(tree):
+    code = """
+import errno, os
+for i, t in enumerate(['/etc/passwd', '../secret.txt', 'sub/../../x', 'a.txt', 'sub/b.txt']):
+    try:
+        os.symlink(t, '/out/l%d' % i); print(t, 'made')
+    except OSError as e:
+        print(t, errno.errorcode[e.errno])
+"""
+    done = run(["-c", code], grants=[Grant(tree / "out", "/out", writable=True)])
+    assert done.stdout.decode().splitlines() == [
+        "/etc/passwd EPERM", "../secret.txt EPERM", "sub/../../x EPERM", "a.txt made", "sub/b.txt made",
+    ], done.stderr
+    for link in (tree / "out").iterdir():
+        assert not os.readlink(link).startswith("/") and ".." not in os.readlink(link)
+
+
+def _holding(name: str) -> list[str]:
+    """This process's private folders whose /tmp or /work holds ``name``."""
+    import tempfile
+
+    top, me = tempfile.gettempdir(), f"wasi-python-{os.getpid()}-"
+    return [
+        n for n in os.listdir(top)
+        if n.startswith(me) and any(os.path.lexists(os.path.join(top, n, d, name)) for d in ("tmp", "work"))
+    ]
+
+
+def test_a_tree_deeper_than_path_max_is_removed_with_the_run():
+    code = """
+import os
+name = 'd' * 200
+for top in ['/tmp/deep-a', '/tmp/deep-b', '/work/deep-c']:
+    os.mkdir(top); os.chdir(top)
+    for _ in range(18):
+        os.mkdir(name); os.chdir(name); open('f', 'w').write('x')
+os.chdir('/tmp')
+os.rename('/tmp/deep-b', '/tmp/deep-a/' + '/'.join([name] * 18) + '/moved')
+print('built')
+"""
+    done = run(["-c", code])
+    assert done.stdout == b"built\n", done.stderr
+    # Removed just after the result is handed back: wait for this run's trees alone.
+    deadline = time.monotonic() + 10
+    while _holding("deep-a") or _holding("deep-c"):
+        assert time.monotonic() < deadline, (_holding("deep-a"), _holding("deep-c"))
+        time.sleep(0.02)
+
+
+def test_stale_folders_of_dead_processes_are_swept_at_start():
+    import subprocess
+    import sys
+    import tempfile
+
+    # A process that dies (SIGKILL) inside a run leaves its folders; the next process sweeps them.
+    child = subprocess.run(
+        [sys.executable, "-c", "import os, signal, threading, wasi_python\n"
+         "threading.Timer(3.0, lambda: os.kill(os.getpid(), signal.SIGKILL)).start()\n"
+         "wasi_python.run(['-c', 'import time; open(\"/tmp/x\", \"w\").write(\"x\"); time.sleep(30)'])\n"],
+        capture_output=True, timeout=120,
+    )
+    assert child.returncode == -9, child.stderr
+    dead = [n for n in os.listdir(tempfile.gettempdir()) if n.startswith("wasi-python-") and not _alive(n)]
+    assert dead, "the killed process left its folders"
+    after = subprocess.run([sys.executable, "-c", "import wasi_python; wasi_python.run(['-c', 'pass'])"], timeout=120)
+    assert after.returncode == 0
+    still = [n for n in dead if os.path.exists(os.path.join(tempfile.gettempdir(), n))]
+    assert still == [], still
+
+
+def _alive(folder: str) -> bool:
+    pid = int(folder.split("-")[2])
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+@pytest.mark.parametrize("what", ["artifacts", "package", "above"])
+def test_a_writable_grant_over_the_runtimes_own_files_is_refused(what):
+    import wasi_python
+
+    own = {"artifacts": artifacts(), "package": Path(wasi_python.__file__).parent}
+    own["above"] = own["package"].parent
+    with pytest.raises(ValueError, match="grants|grant"):
+        run(["-c", "pass"], grants=[Grant(own[what], "/own", writable=True)])
+    assert run(["-c", "pass"], grants=[Grant(own[what], "/own")]).ok
+
+
+def test_the_working_folder_is_private_writable_and_home():
+    done = run(["-c", "import os; open('out.csv', 'w').write('a'); print(os.getcwd(), os.environ['HOME'], os.listdir())"])
+    assert done.stdout == b"/work /work ['out.csv']\n", done.stderr
+    assert run(["-c", "import os; print(os.listdir('/work'))"]).stdout == b"[]\n"
+
+
+def test_workdir_on_a_writable_grant_gives_the_files_back(tree):
+    out = tree / "out"
+    done = run(["-c", "open('r.txt', 'w').write('back')"], grants=[Grant(out, "/out", writable=True)], workdir="/out")
+    assert done.ok, done.stderr
+    assert (out / "r.txt").read_text() == "back"
+    with pytest.raises(ValueError, match="workdir"):
+        run(["-c", "pass"], grants=[Grant(out, "/out")], workdir="/out")
+    with pytest.raises(ValueError, match="workdir"):
+        run(["-c", "pass"], workdir="/elsewhere")
+    with pytest.raises(TypeError, match="workdir"):
+        run(["-c", "pass"], workdir=5)
+
+
+# --- the door under hostile arguments: checking is bounded, the deadline holds -------------
+
+
+# A JSON value type with two array branches, as pydantic emits for a recursive model: nested
+# lists whose leaf fails make every level try both, 2^depth applications if unbounded.
+_BRANCHING = {
+    "$defs": {"J": {"anyOf": [
+        {"type": "null"},
+        {"type": "array", "items": {"$ref": "#/$defs/J"}},
+        {"type": "array", "items": {"$ref": "#/$defs/J"}, "maxItems": 3},
+    ]}},
+    "type": "object", "properties": {"x": {"$ref": "#/$defs/J"}}, "required": ["x"],
+}
+
+
+def _take(x):
+    return "ran"
+
+
+_bomb_tool = tool(_take, name="take", description="Takes a JSON value.", input_schema=_BRANCHING)
+
+_BOMB = "from host import tools, ToolError\nx = True\nfor _ in range(40): x = [x]\n"
+_BOMB_LOOP = _BOMB + "while True:\n    try: tools.take(x=x)\n    except ToolError: pass\n"
+
+
+def test_a_schema_bomb_is_refused_as_too_complex_and_the_run_goes_on():
+    code = _BOMB + (
+        "try: tools.take(x=x)\n"
+        "except ToolError as e: print(e.kind, 'too complex to check' in str(e))\n"
+        "print(tools.take(x=[None, [None]]))\n"
+    )
+    done = run(["-c", code], tools=[_bomb_tool], deadline_s=30)
+    assert done.stdout == b"invalid_arguments True\nran\n", done.stderr
+    bomb, fine = done.tools.outcomes[-2:]
+    assert (bomb.outcome, fine.outcome) == ("invalid_arguments", "ok")
+
+
+def test_unique_items_over_90000_lists_is_answered():
+    schema = {"type": "object", "properties": {"rows": {"type": "array", "uniqueItems": True}}}
+    code = (
+        "from host import tools, ToolError\n"
+        "try: tools.rows(rows=[[1, 2]] * 90000)\n"
+        "except ToolError as e: print(e.kind)\n"
+        "print(tools.rows(rows=[[i, 2] for i in range(90000)]))\n"
+    )
+    t = tool(lambda rows: "ran", name="rows", description="Takes rows.", input_schema={**schema, "required": ["rows"]})
+    done = run(["-c", code], tools=[t], deadline_s=30)
+    assert done.stdout == b"invalid_arguments\nran\n", done.stderr
+
+
+def test_the_run_ends_at_its_deadline_whatever_the_guest_sends_the_door():
+    started = time.monotonic()
+    done = run(["-c", _BOMB_LOOP], tools=[_bomb_tool], deadline_s=1.0)
+    took = time.monotonic() - started
+    assert done.trapped == "deadline", done.stderr
+    # The target is 50 ms past the deadline (measured in tests/bench/api_bench.py); the
+    # bound here only says "not the 42 s an unbounded check took", with room for a slow VM.
+    assert took < 3.0, took
+    assert {o.outcome for o in done.tools.outcomes[1:]} <= {"invalid_arguments", "timeout"}
+
+
+def test_a_cancel_ends_the_run_while_the_door_checks():
+    ev = threading.Event()
+    threading.Timer(0.5, ev.set).start()
+    started = time.monotonic()
+    done = run(["-c", _BOMB_LOOP], tools=[_bomb_tool], deadline_s=60, cancel=ev)
+    assert done.trapped == "cancelled", done.stderr
+    assert time.monotonic() - started < 3.0
+
+
+def test_eight_hostile_guests_at_once_leave_the_host_responsive():
+    # Eight threads, each running one guest that sends bombs to the door until its deadline
+    # (run_async's pool would run only as many at once as there are CPUs).
+    gaps: list[float] = []
+    stop = threading.Event()
+
+    def ticker() -> None:
+        last = time.monotonic()
+        while not stop.wait(0.01):
+            now = time.monotonic()
+            gaps.append(now - last)
+            last = now
+
+    results: list = [None] * 8
+
+    def guest(i: int) -> None:
+        results[i] = run(["-c", _BOMB_LOOP], tools=[_bomb_tool], deadline_s=2.0)
+
+    tick = threading.Thread(target=ticker)
+    tick.start()
+    guests = [threading.Thread(target=guest, args=(i,)) for i in range(8)]
+    started = time.monotonic()
+    try:
+        for g in guests:
+            g.start()
+        for g in guests:
+            g.join()
+        took = time.monotonic() - started
+    finally:
+        stop.set()
+        tick.join()
+    assert [r.trapped for r in results] == ["deadline"] * 8, [r.stderr[-200:] for r in results]
+    # All eight end near their common deadline, and the host thread kept ticking.
+    assert took < 5.0, took
+    assert len(gaps) > 50 and max(gaps) < 1.0, (len(gaps), max(gaps))
