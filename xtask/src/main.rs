@@ -5,8 +5,10 @@
 //! - `test`: everything: dist, the Python extension into `.venv`, `cargo test`, pytest.
 //! - `bench`: criterion benches and the Python API benchmark.
 //! - `demo`: runs the guide's examples (the README's first command).
+//! - `fuzz`: runs the cargo-fuzz targets (nightly) for a given time each.
 
 mod dist;
+mod fuzz;
 mod util;
 
 use anyhow::{Result, bail};
@@ -23,13 +25,15 @@ fn main() -> Result<()> {
         Some("bench") => util::bench(rest()),
         Some("demo") => util::demo(),
         Some("venv") => util::venv().map(|_| ()),
+        Some("fuzz") => fuzz::fuzz(rest()),
         _ => bail!(
             "usage: cargo xtask <command>\n\
              \n  dist    lay out and precompile the guest artifacts\
              \n  test    run every test (dist, extension, cargo test, pytest)\
              \n  bench   run the benchmarks (criterion and the Python API)\
              \n  demo    run the guide's examples\
-             \n  venv    build the Python extension into .venv"
+             \n  venv    build the Python extension into .venv\
+             \n  fuzz    run the fuzz targets: [--time SECS] [TARGET...] (nightly, cargo-fuzz)"
         ),
     }
 }

@@ -96,6 +96,13 @@ pub(crate) fn test(args: Vec<String>) -> Result<()> {
         .env("WASI_PYTHON_ARTIFACTS", &dist)
         .current_dir(&root);
     run(&mut cargo)?;
+    // The fuzz targets' saved inputs (regressions, seeds) and a short random smoke, on
+    // stable: `fuzz/` is a workspace of its own (`cargo xtask fuzz` runs the real fuzzer).
+    let mut smoke = Command::new(std::env::var("CARGO").unwrap_or_else(|_| "cargo".into()));
+    smoke
+        .args(["test", "--manifest-path", "fuzz/Cargo.toml"])
+        .current_dir(&root);
+    run(&mut smoke)?;
     run(Command::new(&py)
         .args(["-m", "pytest", "-q", "-p", "no:cacheprovider", "tests/python", "guest/tests"])
         .current_dir(&root))?;
