@@ -208,7 +208,7 @@ impl RunConfig {
         self
     }
     /// The guest's working folder (and HOME): by default a private writable `/work`,
-    /// removed with the run. Naming the guest path of a grant here starts the guest in
+    /// removed with the run. Naming the guest path of a writable grant here starts the guest in
     /// it instead, so the embedder gets the files back.
     pub fn workdir(mut self, guest_path: impl Into<String>) -> Self {
         self.workdir = Some(guest_path.into());
@@ -251,10 +251,11 @@ impl RunConfig {
             }
         }
         if let Some(w) = &self.workdir {
-            if w != crate::run::WORKDIR && !self.grants.iter().any(|g| &g.guest_path == w) {
+            // The guest writes where it stands: a read-only grant would make `open('out.csv', 'w')` fail.
+            if w != crate::run::WORKDIR && !self.grants.iter().any(|g| &g.guest_path == w && g.writable) {
                 return Err(Error::InvalidConfig {
                     param: "workdir",
-                    reason: format!("{w:?} is not the guest path of a grant (or {:?})", crate::run::WORKDIR),
+                    reason: format!("{w:?} is not the guest path of a writable grant (or {:?})", crate::run::WORKDIR),
                 });
             }
         }

@@ -9,8 +9,10 @@
 //! memory than the check needs.
 //!
 //! Accounting (see [`FileState`]): a successful `fd_write`/`fd_pwrite` on a descriptor the
-//! guest opened adds the bytes the call reports written; a `fd_filestat_set_size` that
-//! grows a file adds the growth. Once the run's total reaches `file_write_bytes`, such
+//! guest opened adds the bytes the call reports written, and the hole it leaves when it
+//! writes past the end of the file (after a seek, or at a `pwrite` offset); a
+//! `fd_filestat_set_size` that grows a file adds the growth. A sparse file costs little
+//! disk, but an embedder that copies or reads it pays for every byte. Once the run's total reaches `file_write_bytes`, such
 //! calls fail with ENOSPC: a run overshoots its quota by at most one write. Standard
 //! output and error are not files: they are capped by the output limit.
 
@@ -48,6 +50,9 @@ pub(crate) struct FileState {
     max_open: usize,
     /// The descriptors the guest opened (path_open), as numbered in the guest.
     open: HashSet<u32>,
+    /// Those of them whose position a seek may have moved past the end of the file since
+    /// their last write: their next `fd_write` first measures the hole it would leave.
+    moved: HashSet<u32>,
 }
 
 impl FileState {
@@ -58,6 +63,7 @@ impl FileState {
             created: 0,
             max_open,
             open: HashSet::new(),
+            moved: HashSet::new(),
         }
     }
 
@@ -75,6 +81,7 @@ impl FileState {
     }
 
     fn forget(&mut self, fd: u32) -> bool {
+        self.moved.remove(&fd);
         let had = self.open.remove(&fd);
         if had {
             release(1);
@@ -162,6 +169,7 @@ pub(crate) fn add_to_linker(linker: &mut Linker<HostState>) -> wasmtime::Result<
     const M: &str = "wasi_snapshot_preview1";
     linker.func_wrap(M, "fd_write", fd_write)?;
     linker.func_wrap(M, "fd_pwrite", fd_pwrite)?;
+    linker.func_wrap(M, "fd_seek", fd_seek)?;
     linker.func_wrap(M, "fd_filestat_set_size", fd_filestat_set_size)?;
     linker.func_wrap(M, "path_open", path_open)?;
     linker.func_wrap(M, "fd_close", fd_close)?;
@@ -181,10 +189,28 @@ fn check_write(caller: &Caller<'_, HostState>, fd: i32) -> (bool, Option<i32>) {
     (true, files.full().then_some(errno(Errno::Nospc)))
 }
 
-fn count_written(caller: &mut Caller<'_, HostState>, nwritten: i32) {
+/// The hole a write at `at` (the descriptor's position when `None`) would leave past the
+/// end of the file: what writing there adds beyond the bytes themselves.
+fn hole(caller: &mut Caller<'_, HostState>, fd: i32, at: Option<u64>) -> wasmtime::Result<u64> {
+    with_wasi(caller, |ctx, mem| {
+        let fd = wasmtime_wasi::p1::types::Fd::from(fd as u32);
+        let Ok(stat) = in_tokio(ctx.fd_filestat_get(mem, fd)) else { return 0 };
+        let at = match at {
+            Some(at) => at,
+            None => match ctx.fd_tell(mem, fd) {
+                Ok(pos) => pos,
+                Err(_) => return 0,
+            },
+        };
+        at.saturating_sub(stat.size)
+    })
+}
+
+/// Adds a write to the count: the bytes the call reports written, and the hole before them.
+fn count_written(caller: &mut Caller<'_, HostState>, nwritten: i32, hole: u64) {
     if let Some(n) = read_u32(caller, nwritten) {
         let files = &mut caller.data_mut().files;
-        files.written = files.written.saturating_add(u64::from(n));
+        files.written = files.written.saturating_add(u64::from(n)).saturating_add(hole);
     }
 }
 
@@ -193,9 +219,19 @@ fn fd_write(mut caller: Caller<'_, HostState>, fd: i32, iovs: i32, iovs_len: i32
     if let Some(e) = refused {
         return Ok(e);
     }
+    let gap = if counted && caller.data().files.moved.contains(&(fd as u32)) {
+        hole(&mut caller, fd, None)?
+    } else {
+        0
+    };
+    if gap > 0 && caller.data().files.would_exceed(gap) {
+        return Ok(errno(Errno::Nospc));
+    }
     let r = with_wasi(&mut caller, |ctx, mem| in_tokio(p1::fd_write(ctx, mem, fd, iovs, iovs_len, nwritten)))??;
     if counted && r == 0 {
-        count_written(&mut caller, nwritten);
+        count_written(&mut caller, nwritten, gap);
+        // Written where it stood: the position is now at or before the end of the file.
+        caller.data_mut().files.moved.remove(&(fd as u32));
     }
     Ok(r)
 }
@@ -212,11 +248,29 @@ fn fd_pwrite(
     if let Some(e) = refused {
         return Ok(e);
     }
+    let gap = if counted { hole(&mut caller, fd, Some(offset as u64))? } else { 0 };
+    if gap > 0 && caller.data().files.would_exceed(gap) {
+        return Ok(errno(Errno::Nospc));
+    }
     let r = with_wasi(&mut caller, |ctx, mem| {
         in_tokio(p1::fd_pwrite(ctx, mem, fd, iovs, iovs_len, offset, nwritten))
     })??;
     if counted && r == 0 {
-        count_written(&mut caller, nwritten);
+        count_written(&mut caller, nwritten, gap);
+    }
+    Ok(r)
+}
+
+/// A seek that may land past the end of a file marks the descriptor, so its next write
+/// measures the hole. `tell()` (0 from the current position) and seeks back from the end
+/// cannot, and cost nothing.
+fn fd_seek(mut caller: Caller<'_, HostState>, fd: i32, offset: i64, whence: i32, newoffset: i32) -> wasmtime::Result<i32> {
+    const CUR: i32 = 1;
+    const END: i32 = 2;
+    let r = with_wasi(&mut caller, |ctx, mem| in_tokio(p1::fd_seek(ctx, mem, fd, offset, whence, newoffset)))??;
+    let may_pass_end = !((whence == CUR || whence == END) && offset <= 0);
+    if r == 0 && may_pass_end && caller.data().files.open.contains(&(fd as u32)) {
+        caller.data_mut().files.moved.insert(fd as u32);
     }
     Ok(r)
 }
@@ -321,6 +375,9 @@ fn fd_renumber(mut caller: Caller<'_, HostState>, from: i32, to: i32) -> wasmtim
         files.forget(to as u32);
         if files.open.remove(&(from as u32)) {
             files.open.insert(to as u32);
+        }
+        if files.moved.remove(&(from as u32)) {
+            files.moved.insert(to as u32);
         }
     }
     Ok(r)

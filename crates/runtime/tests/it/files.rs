@@ -73,6 +73,37 @@ except OSError as e:
 }
 
 #[test]
+fn holes_left_by_seeking_or_pwriting_past_the_end_count_as_written() {
+    // A 1-byte write 10 MiB past the end makes a 10 MiB file: an embedder that copies it
+    // pays for every byte, so the hole counts, and past the quota it is refused.
+    let prog = "\
+import errno, os
+def attempt(what, f):
+    try:
+        f(); print(what, 'ok')
+    except OSError as e:
+        print(what, errno.errorcode[e.errno])
+fd = os.open('/tmp/s', os.O_WRONLY | os.O_CREAT)
+os.lseek(fd, 1 << 20, os.SEEK_SET)
+attempt('seek 1 MiB', lambda: os.write(fd, b'x'))
+os.lseek(fd, 10 << 20, os.SEEK_END)
+attempt('seek 10 MiB', lambda: os.write(fd, b'x'))
+attempt('again there', lambda: os.write(fd, b'x'))
+attempt('pwrite 10 MiB', lambda: os.pwrite(fd, b'x', 20 << 20))
+attempt('pwrite inside', lambda: os.pwrite(fd, b'y', 10))
+print(os.fstat(fd).st_size)
+";
+    let done = run(RunConfig::new(["-c", prog]).file_write_bytes(Some(4 << 20)));
+    assert_eq!(
+        text(&done.stdout),
+        format!("seek 1 MiB ok\nseek 10 MiB ENOSPC\nagain there ENOSPC\npwrite 10 MiB ENOSPC\npwrite inside ok\n{}\n", (1 << 20) + 1),
+        "{}",
+        text(&done.stderr)
+    );
+    assert_eq!(done.file_bytes_written, (1 << 20) + 2);
+}
+
+#[test]
 fn no_quota_means_none() {
     let done = run(RunConfig::new(["-c", "open('/tmp/x', 'wb').write(b'z' * (3 << 20))"]).file_write_bytes(None));
     assert_eq!(done.exit_code, Some(0), "{}", text(&done.stderr));
@@ -185,6 +216,9 @@ fn workdir_may_be_a_writable_grant_and_nothing_else() {
     assert_eq!(done.exit_code, Some(0), "{}", text(&done.stderr));
     assert_eq!(std::fs::read_to_string(d.0.join("out.csv")).unwrap(), "1,2");
     let err = crate::runtime().run(RunConfig::new(["-c", "pass"]).workdir("/nowhere")).unwrap_err();
+    assert!(matches!(err, Error::InvalidConfig { param: "workdir", .. }), "{err:?}");
+    let read_only = RunConfig::new(["-c", "pass"]).grant(Grant::read_only(&d.0, "/out")).workdir("/out");
+    let err = crate::runtime().run(read_only).unwrap_err();
     assert!(matches!(err, Error::InvalidConfig { param: "workdir", .. }), "{err:?}");
 }
 
