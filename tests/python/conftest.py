@@ -80,3 +80,13 @@ def _run_bounded(coro, *, leftover_s: float = 5.0):
 def arun():
     """``arun(coro)``: runs a coroutine on a fresh event loop, bounded at its end."""
     return _run_bounded
+
+
+@pytest.fixture
+def no_artifacts(tmp_path, monkeypatch):
+    """Points the artifact lookup at an empty folder: a check that raises TypeError or
+    ValueError instead of ArtifactsMissing ran before any work."""
+    empty = tmp_path / "empty-artifacts"
+    empty.mkdir()
+    monkeypatch.setenv("WASI_PYTHON_ARTIFACTS", str(empty))
+    return empty

@@ -47,16 +47,6 @@ def test_os_exit_in_a_session_turn_reports_the_posix_status():
 # --- embedder mistakes, before any work ---------------------------------------------------
 
 
-@pytest.fixture
-def no_artifacts(tmp_path, monkeypatch):
-    """Points the artifact lookup at an empty folder: a check that raises TypeError or
-    ValueError instead of ArtifactsMissing ran before any work."""
-    empty = tmp_path / "empty-artifacts"
-    empty.mkdir()
-    monkeypatch.setenv("WASI_PYTHON_ARTIFACTS", str(empty))
-    return empty
-
-
 def ping() -> str:
     """Ping."""
     return "pong"

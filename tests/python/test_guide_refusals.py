@@ -33,10 +33,8 @@ def _nothing_ran():
     assert ran == [], "a refused run did some work"
 
 
-@pytest.fixture
-def no_artifacts(monkeypatch, tmp_path):
-    """Points the artifacts at an empty folder: a refusal "before any work" comes first."""
-    monkeypatch.setenv("WASI_PYTHON_ARTIFACTS", str(tmp_path / "nothing-here"))
+# `no_artifacts` (conftest.py) points the artifacts at an empty folder: a refusal
+# "before any work" comes first.
 
 
 PROGRAM = ["-c", "from host import tools\ntools.ping()"]

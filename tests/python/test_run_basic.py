@@ -237,16 +237,6 @@ def test_cli_reports_the_guest_exit_code_and_stdin():
 # --- bad arguments --------------------------------------------------------------------
 
 
-@pytest.fixture
-def no_artifacts(tmp_path, monkeypatch):
-    """Points the artifact lookup at an empty folder: a check that raises TypeError or
-    ValueError instead of ArtifactsMissing ran before any work."""
-    empty = tmp_path / "empty-artifacts"
-    empty.mkdir()
-    monkeypatch.setenv("WASI_PYTHON_ARTIFACTS", str(empty))
-    return empty
-
-
 OK = ["-c", "pass"]
 
 BAD_CALLS = [

@@ -1,26 +1,10 @@
 //! The file quotas and the private folders, against hostile guests: bytes written,
 //! descriptors held, entries made, symlinks planted, trees too deep to remove by path.
 
-use std::path::PathBuf;
 
 use wasi_python_runtime::{Error, Grant, RunConfig};
 
-use crate::{py, run, text};
-
-struct Dir(PathBuf);
-impl Dir {
-    fn new(name: &str) -> Dir {
-        let d = std::env::temp_dir().join(format!("wp-files-{name}-{}", std::process::id()));
-        let _ = std::fs::remove_dir_all(&d);
-        std::fs::create_dir_all(&d).unwrap();
-        Dir(d)
-    }
-}
-impl Drop for Dir {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_dir_all(&self.0);
-    }
-}
+use crate::{Dir, py, run, text};
 
 /// Writes 1 MiB chunks until refused; prints the errno name and the MiB written.
 const FILL: &str = "\

@@ -34,6 +34,24 @@ pub(crate) fn runtime() -> &'static Runtime {
     })
 }
 
+/// A scratch folder on the host for one test, removed when dropped.
+pub(crate) struct Dir(pub(crate) PathBuf);
+
+impl Dir {
+    pub(crate) fn new(name: &str) -> Dir {
+        let d = std::env::temp_dir().join(format!("wp-test-{name}-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&d);
+        std::fs::create_dir_all(&d).unwrap();
+        Dir(d)
+    }
+}
+
+impl Drop for Dir {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
+}
+
 /// Runs `code` with `-c` and a test-sized deadline.
 pub(crate) fn py(code: &str) -> Completed {
     run(RunConfig::new(["-c", code]))

@@ -1,25 +1,9 @@
 //! What the guest can and cannot reach: grants, escapes, the network, its /tmp.
 
-use std::path::PathBuf;
 
 use wasi_python_runtime::{Error, Grant, RunConfig};
 
-use crate::{py, run, runtime, text};
-
-struct Dir(PathBuf);
-impl Dir {
-    fn new(name: &str) -> Dir {
-        let d = std::env::temp_dir().join(format!("wp-test-{name}-{}", std::process::id()));
-        let _ = std::fs::remove_dir_all(&d);
-        std::fs::create_dir_all(&d).unwrap();
-        Dir(d)
-    }
-}
-impl Drop for Dir {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_dir_all(&self.0);
-    }
-}
+use crate::{Dir, py, run, runtime, text};
 
 #[test]
 fn read_only_grant_reads_and_refuses_writes() {
