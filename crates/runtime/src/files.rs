@@ -35,7 +35,10 @@ pub const DEFAULT_FILE_WRITE_BYTES: u64 = 256 << 20;
 /// The default of `max_open_files`: 1,024 descriptors a run (beside the preopens and stdio).
 pub const DEFAULT_MAX_OPEN_FILES: usize = 1024;
 /// Files, folders and links one run may create; past it, ENOSPC. Empty files cost no
-/// bytes but each takes an inode and a directory entry on the host's disk.
+/// bytes but each takes an inode and a directory entry on the host's disk. Every open
+/// with O_CREAT counts (knowing whether it creates would cost a stat each); once the count
+/// is reached, such an open still passes when its file exists, so a guest that reopens
+/// one log file in append mode a million times is never refused.
 pub const MAX_CREATED_ENTRIES: u64 = 100_000;
 
 const O_CREAT: i32 = 1;
@@ -317,9 +320,12 @@ fn path_open(
         if files.open.len() >= files.max_open {
             return Ok(errno(Errno::Mfile));
         }
-        if oflags & O_CREAT != 0 && files.created >= MAX_CREATED_ENTRIES {
-            return Ok(errno(Errno::Nospc));
-        }
+    }
+    if oflags & O_CREAT != 0
+        && caller.data().files.created >= MAX_CREATED_ENTRIES
+        && !exists(&mut caller, fd, dirflags, path, path_len)?
+    {
+        return Ok(errno(Errno::Nospc));
     }
     if !acquire() {
         return Ok(errno(Errno::Nfile));
@@ -357,6 +363,15 @@ fn path_open(
         None => release(1),
     }
     r?
+}
+
+/// Whether `path` (under the folder `fd`) names something already.
+fn exists(caller: &mut Caller<'_, HostState>, fd: i32, dirflags: i32, path: i32, path_len: i32) -> wasmtime::Result<bool> {
+    with_wasi(caller, |ctx, mem| {
+        let flags = wasmtime_wasi::p1::types::Lookupflags::from_bits_truncate(dirflags as u32);
+        let path = wiggle::GuestPtr::<str>::new((path as u32, path_len as u32));
+        in_tokio(ctx.path_filestat_get(mem, wasmtime_wasi::p1::types::Fd::from(fd as u32), flags, path)).is_ok()
+    })
 }
 
 fn fd_close(mut caller: Caller<'_, HostState>, fd: i32) -> wasmtime::Result<i32> {

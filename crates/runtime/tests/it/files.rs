@@ -88,6 +88,28 @@ print(os.fstat(fd).st_size)
 }
 
 #[test]
+fn reopening_an_existing_file_is_never_refused_as_a_creation() {
+    // Every open with O_CREAT counts toward the 100,000 entries; past the count an open
+    // of an existing file still passes, and only a new entry is refused.
+    let n = wasi_python_runtime::MAX_CREATED_ENTRIES + 10;
+    let prog = format!(
+        "\
+import errno
+for i in range({n}):
+    with open('/tmp/log', 'a') as f:
+        f.write('x')
+print(len(open('/tmp/log').read()))
+try:
+    open('/tmp/new', 'w')
+except OSError as e:
+    print(errno.errorcode[e.errno])
+"
+    );
+    let done = run(RunConfig::new(["-c", &prog]));
+    assert_eq!(text(&done.stdout), format!("{n}\nENOSPC\n"), "{}", text(&done.stderr));
+}
+
+#[test]
 fn no_quota_means_none() {
     let done = run(RunConfig::new(["-c", "open('/tmp/x', 'wb').write(b'z' * (3 << 20))"]).file_write_bytes(None));
     assert_eq!(done.exit_code, Some(0), "{}", text(&done.stderr));
