@@ -32,6 +32,12 @@ fn bytes_call(len: usize) -> Vec<u8> {
     frame_with(args)
 }
 
+fn list_call(items: Vec<Value>) -> Vec<u8> {
+    let mut args = Map::new();
+    args.push("rows", Value::Array(items));
+    frame_with(args)
+}
+
 fn frame_with(args: Map) -> Vec<u8> {
     wasi_python_protocol::encode_request(&wasi_python_protocol::Request::Call {
         id: Some(2),
@@ -45,6 +51,13 @@ fn decode(c: &mut Criterion) {
         ("small_call", small_call()),
         ("string_4k", string_call(4096)),
         ("bytes_64k", bytes_call(64 * 1024)),
+        // The guest's worst cases under the 1 MiB frame cap: the most values a frame can
+        // hold (a list of about 500,000 zeros) and 90,000 small lists.
+        ("zeros_1mib", list_call((0..(1 << 20) / 2 - 64).map(|_| Value::Int(0)).collect())),
+        (
+            "lists_90k",
+            list_call((0..90_000).map(|i| Value::Array(vec![Value::Int(i), Value::Int(2)])).collect()),
+        ),
     ];
     for (name, frame) in &frames {
         let mut group = c.benchmark_group(format!("decode/{name}"));
