@@ -29,6 +29,10 @@ def check_artifacts(dir: str) -> Optional[int]: ...
 def precompile(dir: str) -> list[PathLike[str]]: ...
 def check_schema(schema_json: str, validates_input: bool) -> None: ...
 def shutdown_tools(timeout_s: float) -> int: ...
+def sweep_private_folders(wait_s: float) -> int: ...
+
+#: (file_write_bytes, max_open_files, workdir), as the package passes them.
+FileLimits = tuple[Optional[int], int, Optional[str]]
 def run(
     artifacts: str,
     argv: list[str],
@@ -45,6 +49,7 @@ def run(
     dispatcher: Any = None,
     max_frames: Optional[int] = None,
     max_request_bytes: Optional[int] = None,
+    files: FileLimits = ...,
 ) -> dict[str, Any]: ...
 
 class SessionHandle:
@@ -62,6 +67,7 @@ class SessionHandle:
         dispatcher: Any = None,
         max_frames: Optional[int] = None,
         max_request_bytes: Optional[int] = None,
+        files: FileLimits = ...,
     ) -> None: ...
     def turn(
         self,
