@@ -161,11 +161,13 @@ fn read_u32(caller: &mut Caller<'_, HostState>, ptr: i32) -> Option<u32> {
     Some(u32::from_le_bytes(bytes.try_into().ok()?))
 }
 
-fn read_bytes(caller: &mut Caller<'_, HostState>, ptr: i32, len: i32) -> Option<Vec<u8>> {
+/// Applies `f` to the guest's bytes at `ptr..ptr + len`, read in place (the guest picks
+/// `len`: nothing is copied); `None` when they are not all inside its memory.
+fn with_bytes<R>(caller: &Caller<'_, HostState>, ptr: i32, len: i32, f: impl FnOnce(&[u8]) -> R) -> Option<R> {
     let memory = caller.data().memory?;
-    let data = memory.data(&*caller);
+    let data = memory.data(caller);
     let start = ptr as u32 as usize;
-    Some(data.get(start..start.checked_add(len as u32 as usize)?)?.to_vec())
+    Some(f(data.get(start..start.checked_add(len as u32 as usize)?)?))
 }
 
 pub(crate) fn add_to_linker(linker: &mut Linker<HostState>) -> wasmtime::Result<()> {
@@ -426,11 +428,14 @@ fn path_symlink(
     new_path: i32,
     new_len: i32,
 ) -> wasmtime::Result<i32> {
-    let Some(target) = read_bytes(&mut caller, old_path, old_len) else {
-        return Ok(errno(Errno::Fault));
-    };
-    if !symlink_target_allowed(&target) {
-        return Ok(errno(Errno::Perm));
+    // Longer than PATH_MAX is never a valid target; refusing it first keeps this scan short.
+    if old_len as u32 > 4096 {
+        return Ok(errno(Errno::Nametoolong));
+    }
+    match with_bytes(&caller, old_path, old_len, symlink_target_allowed) {
+        None => return Ok(errno(Errno::Fault)),
+        Some(false) => return Ok(errno(Errno::Perm)),
+        Some(true) => {}
     }
     if let Some(e) = creation_refused(&caller) {
         return Ok(e);

@@ -155,11 +155,15 @@ for target in ['/etc/passwd', '../../etc', 'a/../../x', 'ok.txt', 'sub/ok', '.']
         print(target, 'made')
     except OSError as e:
         print(target, errno.errorcode[e.errno])
+try:
+    os.symlink('x' * 5000, '/out/long')
+except OSError as e:
+    print('long', errno.errorcode[e.errno])
 ";
     let done = run(RunConfig::new(["-c", prog]).grant(Grant::writable(&d.0, "/out")));
     assert_eq!(
         text(&done.stdout),
-        "/etc/passwd EPERM\n../../etc EPERM\na/../../x EPERM\nok.txt made\nsub/ok made\n. made\n",
+        "/etc/passwd EPERM\n../../etc EPERM\na/../../x EPERM\nok.txt made\nsub/ok made\n. made\nlong ENAMETOOLONG\n",
         "{}",
         text(&done.stderr)
     );
