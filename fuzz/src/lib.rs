@@ -15,8 +15,11 @@ pub mod frame;
 pub mod grammar;
 pub mod json;
 
+/// A target's body: one input, a panic for a failure.
+pub type Target = fn(&[u8]);
+
 /// Every target, by the name cargo-fuzz and `regressions/` know it by.
-pub const TARGETS: [(&str, fn(&[u8])); 3] = [
+pub const TARGETS: [(&str, Target); 3] = [
     ("frame_decode", frame_decode),
     ("schema_compile", schema_compile),
     ("validate", validate),

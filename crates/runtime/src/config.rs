@@ -269,14 +269,14 @@ impl RunConfig {
         let mut out = Vec::with_capacity(self.grants.len());
         for g in &self.grants {
             let host = g.check()?;
-            if g.writable {
-                if let Some(p) = own.iter().find(|p| host.starts_with(p) || p.starts_with(&host)) {
-                    return Err(Error::Grant {
-                        host_path: g.host_path.clone(),
-                        guest_path: g.guest_path.clone(),
-                        reason: format!("a writable grant may not hold the runtime's own files ({})", p.display()),
-                    });
-                }
+            if g.writable
+                && let Some(p) = own.iter().find(|p| host.starts_with(p) || p.starts_with(&host))
+            {
+                return Err(Error::Grant {
+                    host_path: g.host_path.clone(),
+                    guest_path: g.guest_path.clone(),
+                    reason: format!("a writable grant may not hold the runtime's own files ({})", p.display()),
+                });
             }
             if !seen.insert(g.guest_path.as_str()) {
                 return Err(Error::Grant {
