@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import atexit
 import inspect
-import math
 import os
 import sys
 import threading
@@ -151,8 +150,9 @@ def _check_seconds(name: str, value: Any) -> Optional[float]:
         return None
     if isinstance(value, bool) or not isinstance(value, (int, float)):
         raise TypeError(f"{name} must be a number of seconds or None, not {type(value).__name__}")
-    # Compared before float(): an int past a float's range would raise OverflowError.
-    if not (value > 0) or not (value <= MAX_SECONDS) or not math.isfinite(value):
+    # Compared, never converted first: an int past a float's range would raise
+    # OverflowError. NaN fails both comparisons; infinities fail one.
+    if not (0 < value <= MAX_SECONDS):
         raise ValueError(f"{name} must be a positive finite number of seconds at most {MAX_SECONDS:g} (None for no limit), not {show_number(value)}")
     return float(value)
 
@@ -391,13 +391,13 @@ def _check_files(file_write_bytes: Any, max_open_files: Any, workdir: Any, grant
             if h == _PACKAGE or h in _PACKAGE.parents or _PACKAGE in h.parents:
                 raise ValueError(f"grants: a writable grant of {host} would let the guest rewrite this package ({_PACKAGE})")
     quota = _check_int("file_write_bytes", file_write_bytes, optional=True)
-    fds = _check_int("max_open_files", max_open_files, minimum=1)
+    fds = _check_int("max_open_files", max_open_files, minimum=1, maximum=_SIZE_MAX)
     if workdir is not None:
         if not isinstance(workdir, str):
             raise TypeError(f"workdir must be a guest path (str) or None, not {type(workdir).__name__}")
         if workdir != "/work" and not any(g == workdir and w for _, g, w in grants):
             raise ValueError(f"workdir: {workdir!r} is not the guest path of a writable grant (or '/work')")
-    return quota, min(fds, 1 << 62), workdir
+    return quota, fds, workdir  # type: ignore[return-value]
 
 
 def _check_memory(memory_bytes: Any) -> int:

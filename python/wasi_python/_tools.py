@@ -610,8 +610,9 @@ def _check_timeout(t: Any) -> float | None:
         return None
     if isinstance(t, bool) or not isinstance(t, numbers.Real):
         raise TypeError(f"timeout_s must be a number of seconds, not {_type_name(t)}")
-    # Compared before float(): an int past a float's range would raise OverflowError.
-    if not (t > 0 and t <= MAX_SECONDS) or not math.isfinite(t):
+    # Compared, never converted first: an int past a float's range would raise
+    # OverflowError. NaN fails both comparisons; infinities fail one.
+    if not (0 < t <= MAX_SECONDS):
         raise ValueError(f"timeout_s must be positive and finite, at most {MAX_SECONDS:g} seconds, not {show_number(t)}")
     return float(t)
 

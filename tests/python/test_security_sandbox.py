@@ -378,8 +378,12 @@ def test_a_quota_of_none_is_no_quota_and_the_default_is_256_mib():
     import inspect
 
     assert inspect.signature(run).parameters["file_write_bytes"].default == 256 << 20
-    done = run(["-c", "open('/tmp/x', 'wb').write(b'z' * (3 << 20))"], file_write_bytes=None)
-    assert done.ok and done.file_bytes_written == 3 << 20
+    # A 300 MiB hole counts as written (past the default) but takes no disk.
+    code = "f = open('/tmp/x', 'wb')\nf.seek(300 << 20)\nf.write(b'z')\nf.close()"
+    done = run(["-c", code], file_write_bytes=None)
+    assert done.ok and done.file_bytes_written == (300 << 20) + 1, done.stderr
+    refused = run(["-c", code])
+    assert not refused.ok and b"No space left" in refused.stderr, refused.stderr
 
 
 def test_a_session_counts_its_turns_together():

@@ -83,13 +83,11 @@ impl FileState {
         self.quota.is_some_and(|q| self.written.saturating_add(more) > q)
     }
 
-    fn forget(&mut self, fd: u32) -> bool {
+    fn forget(&mut self, fd: u32) {
         self.moved.remove(&fd);
-        let had = self.open.remove(&fd);
-        if had {
+        if self.open.remove(&fd) {
             release(1);
         }
-        had
     }
 }
 
@@ -194,21 +192,22 @@ fn check_write(caller: &Caller<'_, HostState>, fd: i32) -> (bool, Option<i32>) {
     (true, files.full().then_some(errno(Errno::Nospc)))
 }
 
+/// The size of the file behind `fd`; `None` when wasmtime-wasi cannot stat it as one.
+fn file_size(caller: &mut Caller<'_, HostState>, fd: i32) -> wasmtime::Result<Option<u64>> {
+    with_wasi(caller, |ctx, mem| {
+        in_tokio(ctx.fd_filestat_get(mem, (fd as u32).into())).ok().map(|stat| stat.size)
+    })
+}
+
 /// The hole a write at `at` (the descriptor's position when `None`) would leave past the
 /// end of the file: what writing there adds beyond the bytes themselves.
 fn hole(caller: &mut Caller<'_, HostState>, fd: i32, at: Option<u64>) -> wasmtime::Result<u64> {
-    with_wasi(caller, |ctx, mem| {
-        let fd = wasmtime_wasi::p1::types::Fd::from(fd as u32);
-        let Ok(stat) = in_tokio(ctx.fd_filestat_get(mem, fd)) else { return 0 };
-        let at = match at {
-            Some(at) => at,
-            None => match ctx.fd_tell(mem, fd) {
-                Ok(pos) => pos,
-                Err(_) => return 0,
-            },
-        };
-        at.saturating_sub(stat.size)
-    })
+    let Some(size) = file_size(caller, fd)? else { return Ok(0) };
+    let at = match at {
+        Some(at) => Some(at),
+        None => with_wasi(caller, |ctx, mem| ctx.fd_tell(mem, (fd as u32).into()).ok())?,
+    };
+    Ok(at.map_or(0, |at| at.saturating_sub(size)))
 }
 
 /// Adds a write to the count: the bytes the call reports written, and the hole before them.
@@ -283,16 +282,12 @@ fn fd_seek(mut caller: Caller<'_, HostState>, fd: i32, offset: i64, whence: i32,
 /// Growing a file by `ftruncate` counts as writing the growth (a sparse file costs
 /// little disk, but an embedder that copies it pays for every byte).
 fn fd_filestat_set_size(mut caller: Caller<'_, HostState>, fd: i32, size: i64) -> wasmtime::Result<i32> {
-    if !caller.data().files.open.contains(&(fd as u32)) {
-        return with_wasi(&mut caller, |ctx, mem| in_tokio(p1::fd_filestat_set_size(ctx, mem, fd, size)))?;
-    }
-    let current = with_wasi(&mut caller, |ctx, mem| in_tokio(ctx.fd_filestat_get(mem, (fd as u32).into())))?;
-    let current = match current {
-        Ok(stat) => stat.size,
-        // Not a file of ours after all (a folder, say): let wasmtime-wasi answer.
-        Err(_) => return with_wasi(&mut caller, |ctx, mem| in_tokio(p1::fd_filestat_set_size(ctx, mem, fd, size)))?,
+    // Growth counts on the files the guest opened; anything else (a folder, stdio) is
+    // wasmtime-wasi's to answer.
+    let growth = match caller.data().files.open.contains(&(fd as u32)) {
+        true => file_size(&mut caller, fd)?.map_or(0, |current| (size as u64).saturating_sub(current)),
+        false => 0,
     };
-    let growth = (size as u64).saturating_sub(current);
     if growth > 0 && caller.data().files.would_exceed(growth) {
         return Ok(errno(Errno::Nospc));
     }

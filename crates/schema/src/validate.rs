@@ -3,6 +3,7 @@
 use std::cmp::Ordering;
 use std::collections::HashMap;
 use std::collections::hash_map::Entry;
+use std::hash::BuildHasherDefault;
 use std::fmt::Write as _;
 
 use wasi_python_protocol::{Map, Value};
@@ -604,7 +605,7 @@ impl InputSchema {
             self.eval_child(id, value, &p.child(Seg::Index(i)), ctx)?;
         }
         if ar.unique
-            && let Some((i, j)) = self.duplicate(a, ctx)
+            && let Some((i, j)) = self.duplicate(a, ctx)?
         {
             return Err(self.fail(ctx, p, A::NotUnique, 0, || {
                 format!("items {i} and {j} are equal; items must be unique")
@@ -616,28 +617,32 @@ impl InputSchema {
     /// The first pair of equal items: the smallest `j` equal to an earlier item, and the
     /// first item `i` it equals. Linear in the array (expected): each item is hashed once
     /// and compared only with the first items of its hash's equal classes, so an array of
-    /// 90,000 equal items costs one comparison, not 4 billion. `None` also when the check
-    /// is aborted (`ctx.abort` tells).
-    fn duplicate(&self, a: &[Value], ctx: &mut Ctx<'_>) -> Option<(usize, usize)> {
+    /// 90,000 equal items costs one comparison, not 4 billion. `Err` when the check is
+    /// aborted (past its step bound, or stopped).
+    fn duplicate(&self, a: &[Value], ctx: &mut Ctx<'_>) -> Result<Option<(usize, usize)>, Fail> {
         if a.len() <= PAIRWISE_UNIQUE {
             if !ctx.charge((a.len() * a.len() / 2) as u64) {
-                return None;
+                return Err(ABORTED);
             }
             for j in 1..a.len() {
                 for i in 0..j {
                     if instance::eq(Inst::of(&a[i]), Inst::of(&a[j])) {
-                        return Some((i, j));
+                        return Ok(Some((i, j)));
                     }
                 }
             }
-            return None;
+            return Ok(None);
         }
         // Hash → the first item with that hash; `more` holds the first items of further
         // classes with a hash already taken (distinct values collide only by chance: the
         // hasher is keyed per schema, so a guest cannot aim for it).
-        let mut first: HashMap<u64, usize, BuildNoHash> = HashMap::with_capacity_and_hasher(a.len(), BuildNoHash);
+        let mut first: HashMap<u64, usize, BuildHasherDefault<KeyedHash>> =
+            HashMap::with_capacity_and_hasher(a.len(), BuildHasherDefault::default());
         let mut more: Vec<(u64, usize)> = Vec::new();
         for (j, v) in a.iter().enumerate() {
+            if !ctx.charge(1) {
+                return Err(ABORTED);
+            }
             let h = instance::hash(Inst::of(v), &self.hasher);
             let same = |&i: &usize| instance::eq(Inst::of(&a[i]), Inst::of(v));
             match first.entry(h) {
@@ -646,22 +651,19 @@ impl InputSchema {
                 }
                 Entry::Occupied(e) => {
                     if !ctx.charge(1 + more.len() as u64) {
-                        return None;
+                        return Err(ABORTED);
                     }
                     if same(e.get()) {
-                        return Some((*e.get(), j));
+                        return Ok(Some((*e.get(), j)));
                     }
                     if let Some(&(_, i)) = more.iter().find(|(g, i)| *g == h && same(i)) {
-                        return Some((i, j));
+                        return Ok(Some((i, j)));
                     }
                     more.push((h, j));
                 }
             }
         }
-        if !ctx.charge(a.len() as u64) {
-            return None;
-        }
-        None
+        Ok(None)
     }
 
     fn eval_number(
@@ -782,27 +784,16 @@ fn aborted(kind: A, bounds: &Bounds<'_>) -> ArgumentError {
     ArgumentError::new(kind, String::new(), message)
 }
 
-/// The hashes are already keyed (`InputSchema::hasher`): the map uses them as they are.
-#[derive(Clone, Copy, Default)]
-struct BuildNoHash;
+/// The map's keys are hashes already keyed (`InputSchema::hasher`): used as they are.
+#[derive(Default)]
+struct KeyedHash(u64);
 
-impl std::hash::BuildHasher for BuildNoHash {
-    type Hasher = NoHash;
-    fn build_hasher(&self) -> NoHash {
-        NoHash(0)
-    }
-}
-
-struct NoHash(u64);
-
-impl std::hash::Hasher for NoHash {
+impl std::hash::Hasher for KeyedHash {
     fn finish(&self) -> u64 {
         self.0
     }
-    fn write(&mut self, bytes: &[u8]) {
-        for &b in bytes {
-            self.0 = self.0.rotate_left(8) ^ u64::from(b);
-        }
+    fn write(&mut self, _: &[u8]) {
+        unreachable!("only u64 keys are hashed")
     }
     fn write_u64(&mut self, n: u64) {
         self.0 = n;

@@ -111,9 +111,14 @@ except OSError as e:
 
 #[test]
 fn no_quota_means_none() {
-    let done = run(RunConfig::new(["-c", "open('/tmp/x', 'wb').write(b'z' * (3 << 20))"]).file_write_bytes(None));
+    // A 300 MiB hole counts as written (past the 256 MiB default) but takes no disk.
+    let prog = "f = open('/tmp/x', 'wb')\nf.seek(300 << 20)\nf.write(b'z')\nf.close()";
+    let done = run(RunConfig::new(["-c", prog]).file_write_bytes(None));
     assert_eq!(done.exit_code, Some(0), "{}", text(&done.stderr));
-    assert_eq!(done.file_bytes_written, 3 << 20);
+    assert_eq!(done.file_bytes_written, (300 << 20) + 1);
+    let refused = run(RunConfig::new(["-c", prog]));
+    assert_eq!(refused.exit_code, Some(1), "the default quota refuses it");
+    assert!(text(&refused.stderr).contains("OSError"), "{}", text(&refused.stderr));
 }
 
 #[test]
