@@ -247,6 +247,12 @@ impl EngineCode {
     /// This is used for initialization of memories and all data ranges stored
     /// in a `Module` are relative to the slice returned here.
     #[inline]
+    /// wasi-python patch: the compiled module's metadata section (for
+    /// `Module::with_memory_image`).
+    pub(crate) fn wasmtime_info(&self) -> &[u8] {
+        self.original_code.wasmtime_info()
+    }
+
     pub fn wasm_data(&self) -> &[u8] {
         self.original_code.wasm_data()
     }

@@ -1179,6 +1179,68 @@ impl Module {
         Ok(images)
     }
 
+    /// wasi-python patch: a module that shares this one's compiled code but
+    /// starts its only memory from `image` (a file holding the whole initial
+    /// memory, copy-on-write mapped) with at least `min_pages` wasm pages,
+    /// instead of from the module's data segments. Globals, tables and code are
+    /// this module's. Nothing is compiled, so this takes milliseconds.
+    ///
+    /// The image must be a multiple of the host page size and at most
+    /// `min_pages` pages long. Fails if the engine does not initialise memories
+    /// copy-on-write (`Config::memory_init_cow`), or the module has no memory,
+    /// several, or an imported one.
+    #[cfg(all(feature = "std", has_virtual_memory))]
+    pub fn with_memory_image(&self, image: File, min_pages: u64) -> Result<Module> {
+        struct Image(MmapVec);
+        impl crate::runtime::vm::ModuleMemoryImageSource for Image {
+            fn wasm_data(&self) -> &[u8] {
+                &self.0
+            }
+            fn mmap(&self) -> Option<&MmapVec> {
+                Some(&self.0)
+            }
+        }
+        let engine = &self.inner.engine;
+        if !engine.tunables().memory_init_cow {
+            bail!("a memory image needs copy-on-write memory initialisation");
+        }
+        let base = self.inner.module.module();
+        if base.memories.len() != 1 || base.num_imported_memories != 0 {
+            bail!("a memory image needs a module with exactly one memory, defined in it");
+        }
+        // The compiled module's metadata as loaded (its types already registered
+        // with the engine), copied, with the memory's minimum raised.
+        let mut env: wasmtime_environ::Module =
+            postcard::from_bytes(&postcard::to_allocvec(&**base)?)?;
+        let memory = env.memories.values_mut().next().unwrap();
+        if min_pages < memory.limits.min || memory.limits.max.is_some_and(|max| min_pages > max) {
+            bail!("{min_pages} pages is outside the memory's limits");
+        }
+        memory.limits.min = min_pages;
+        let (mut info, _, _): (CompiledModuleInfo, CompiledFunctionsTable, ModuleTypes) =
+            postcard::from_bytes(self.inner.code.wasmtime_info())?;
+        info.module = env;
+        let source = Arc::new(Image(MmapVec::from_file(image)?));
+        let module = Module::from_parts_raw(
+            engine,
+            self.inner.code.clone(),
+            info,
+            self.inner.module.index().clone(),
+            false,
+        )?;
+        let images = ModuleMemoryImages::whole(engine, module.inner.module.module(), &source)?
+            .ok_or_else(|| format_err!("the memory image cannot be mapped copy-on-write"))?;
+        let mut images = Some(images);
+        module
+            .inner
+            .memory_images
+            .get_or_init(|| images.take());
+        if images.is_some() {
+            bail!("a new module already had memory images");
+        }
+        Ok(module)
+    }
+
     /// See [`CodeMemory::frame_table`].
     #[cfg(feature = "debug")]
     pub(crate) fn frame_table<'a>(&'a self) -> Option<wasmtime_environ::FrameTable<'a>> {

@@ -246,6 +246,45 @@ impl ModuleMemoryImages {
     }
 }
 
+impl ModuleMemoryImages {
+    /// wasi-python patch: the image of a module's only (defined) memory, taken
+    /// whole from `source` instead of from the module's data segments: memory
+    /// offset 0, `source.wasm_data().len()` bytes (a multiple of the host page
+    /// size). `None` if the module has another memory layout or the image cannot
+    /// be mapped copy-on-write.
+    pub fn whole(
+        engine: &Engine,
+        module: &Module,
+        source: &Arc<impl ModuleMemoryImageSource>,
+    ) -> Result<Option<ModuleMemoryImages>> {
+        if module.memories.len() != 1 || module.num_imported_memories != 0 {
+            return Ok(None);
+        }
+        let page_size = u32::try_from(crate::runtime::vm::host_page_size()).unwrap();
+        let len = source.wasm_data().len();
+        if len % (page_size as usize) != 0 {
+            return Ok(None);
+        }
+        let fits = module
+            .memories
+            .values()
+            .next()
+            .and_then(|m| m.minimum_byte_size().ok())
+            .is_some_and(|min| u64::try_from(len).unwrap() <= min);
+        if !fits {
+            return Ok(None);
+        }
+        let Some(image) =
+            MemoryImage::new(engine, page_size, HostAlignedByteCount::ZERO, source, 0..len)?
+        else {
+            return Ok(None);
+        };
+        let mut memories = TryPrimaryMap::with_capacity(1)?;
+        memories.push(Some(try_new::<Arc<_>>(image)?))?;
+        Ok(Some(ModuleMemoryImages { memories }))
+    }
+}
+
 /// Slot management of a copy-on-write image which can be reused for the pooling
 /// allocator.
 ///

@@ -1,0 +1,105 @@
+//! Our patch to wasmtime (third_party/wasmtime): `Module::with_memory_image` starts a
+//! module's memory from a file instead of its data segments, sharing the compiled code.
+
+use std::io::Write;
+
+use wasmtime::{Config, Engine, Instance, InstanceAllocationStrategy, Module, PoolingAllocationConfig, Store};
+
+const WAT: &str = r#"
+(module
+  (memory (export "memory") 1)
+  (data (i32.const 0) "base")
+  (func (export "get") (param i32) (result i32) (i32.load8_u (local.get 0)))
+  (func (export "set") (param i32 i32) (i32.store8 (local.get 0) (local.get 1))))
+"#;
+
+fn engines() -> Vec<(&'static str, Engine)> {
+    let mut pool = PoolingAllocationConfig::default();
+    pool.total_core_instances(2)
+        .total_memories(2)
+        .max_memory_size(1 << 20)
+        .linear_memory_keep_resident(1 << 16);
+    let mut pooled = Config::new();
+    pooled.allocation_strategy(InstanceAllocationStrategy::Pooling(pool));
+    vec![("on demand", Engine::default()), ("pooled", Engine::new(&pooled).unwrap())]
+}
+
+/// A two-page image: "imag" at 0, "end!" at 65,636.
+fn image() -> (tempfile_like::Path, std::fs::File) {
+    let p = tempfile_like::Path::new("image");
+    let mut f = std::fs::File::create(&p.0).unwrap();
+    f.write_all(b"imag").unwrap();
+    f.set_len(2 * 65_536).unwrap();
+    use std::io::{Seek, SeekFrom};
+    f.seek(SeekFrom::Start(65_636)).unwrap();
+    f.write_all(b"end!").unwrap();
+    drop(f);
+    let f = std::fs::File::open(&p.0).unwrap();
+    (p, f)
+}
+
+mod tempfile_like {
+    pub struct Path(pub std::path::PathBuf);
+    impl Path {
+        pub fn new(name: &str) -> Path {
+            static N: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
+            let n = N.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+            Path(std::env::temp_dir().join(format!("wp-memimage-{name}-{}-{n}", std::process::id())))
+        }
+    }
+    impl Drop for Path {
+        fn drop(&mut self) {
+            let _ = std::fs::remove_file(&self.0);
+        }
+    }
+}
+
+fn get(store: &mut Store<()>, i: &Instance, at: i32) -> u8 {
+    i.get_typed_func::<i32, i32>(&mut *store, "get").unwrap().call(&mut *store, at).unwrap() as u8
+}
+
+#[test]
+fn a_module_starts_from_the_image_and_each_instance_from_a_clean_copy() {
+    for (name, engine) in engines() {
+        let base = Module::new(&engine, WAT).unwrap();
+        let (_p, file) = image();
+        let imaged = base.with_memory_image(file, 3).unwrap();
+        for round in 0..3 {
+            let mut store = Store::new(&engine, ());
+            let i = Instance::new(&mut store, &imaged, &[]).unwrap();
+            let mem = i.get_memory(&mut store, "memory").unwrap();
+            assert_eq!(mem.size(&store), 3, "{name}");
+            assert_eq!(&mem.data(&store)[..4], b"imag", "{name} round {round}");
+            assert_eq!(&mem.data(&store)[65_636..65_640], b"end!", "{name}");
+            // Past the image: zeros.
+            assert!(mem.data(&store)[2 * 65_536..].iter().all(|&b| b == 0), "{name}");
+            // Writes stay in this instance (the file and the next instance see the image).
+            i.get_typed_func::<(i32, i32), ()>(&mut store, "set").unwrap().call(&mut store, (0, b'X' as i32)).unwrap();
+            i.get_typed_func::<(i32, i32), ()>(&mut store, "set").unwrap().call(&mut store, (150_000, 7)).unwrap();
+            assert_eq!(get(&mut store, &i, 0), b'X');
+            // The base module is untouched, in the same pool.
+            let mut other = Store::new(&engine, ());
+            let b = Instance::new(&mut other, &base, &[]).unwrap();
+            assert_eq!(get(&mut other, &b, 0), b'b', "{name}");
+            assert_eq!(b.get_memory(&mut other, "memory").unwrap().size(&other), 1);
+        }
+        assert_eq!(&std::fs::read(&_p.0).unwrap()[..4], b"imag");
+    }
+}
+
+#[test]
+fn an_image_that_does_not_fit_is_refused() {
+    let engine = Engine::default();
+    let base = Module::new(&engine, WAT).unwrap();
+    // More bytes than the pages asked for.
+    let (_p, file) = image();
+    assert!(base.with_memory_image(file, 1).is_err());
+    // Not a whole number of host pages.
+    let p = tempfile_like::Path::new("odd");
+    std::fs::write(&p.0, b"odd").unwrap();
+    assert!(base.with_memory_image(std::fs::File::open(&p.0).unwrap(), 2).is_err());
+    // Fewer pages than the module's own minimum.
+    let two = Module::new(&engine, WAT.replace("(memory (export \"memory\") 1)", "(memory (export \"memory\") 4)")).unwrap();
+    let (_q, file) = image();
+    assert!(two.with_memory_image(file, 3).is_err());
+}
