@@ -6,6 +6,13 @@ then what interpreter finalisation does that a program can observe: atexit handl
 `__main__` torn down so unclosed files flush, the streams flushed. It ends with
 `os._exit`, skipping CPython's ~20 ms teardown: the host drops the instance anyway.
 
+`preload(names)` is the turn that builds a snapshot (crates/runtime/src/snapshot.rs):
+it imports the modules, then freezes the garbage collector's view of them, so a run
+from the snapshot does not walk (and dirty) every preloaded object at its first
+collection. `restore(env, workdir)` is the first thing a run or session from a
+snapshot does: it undoes what the build froze (the environment, the working folder,
+the random generators' state, clocks cached by modules).
+
 `install()` is what a session's setup turn does; `main()` does it too. It puts this
 module first on sys.meta_path as the finder and loader of the `host` package, whose
 compiled modules `cargo xtask dist` bundles into one file beside this one
@@ -67,13 +74,71 @@ def install():
         sys.meta_path.insert(0, sys.modules[__name__])
 
 
-def main():
+def preload(names):
+    """Imports `names` one by one; a failure names its module on stderr and exits 3."""
+    import gc
+
+    for name in names:
+        try:
+            __import__(name)
+        except BaseException:  # noqa: BLE001 - any failure is reported by name
+            import traceback
+
+            sys.stderr.write(f"wasi-python-preload-failed: {name}\n")
+            traceback.print_exc()
+            sys.stderr.flush()
+            raise SystemExit(3) from None
+    gc.collect()
+    gc.freeze()
+
+
+def restore(env, workdir):
+    """Makes a run from a snapshot look like one that imported its modules itself."""
+    import os
+    import time
+
+    os.chdir(workdir)
+    environ = os.environ
+    # Through putenv/unsetenv: C's environment (getenv) follows.
+    environ.clear()
+    environ.update(env)
+    modules = sys.modules
+    if "random" in modules:
+        modules["random"].seed()
+    if "numpy.random" in modules:
+        modules["numpy.random"].seed()
+    if "logging" in modules:
+        logging = modules["logging"]
+        logging._startTime = time.time_ns() if type(logging._startTime) is int else time.time()
+    if "zoneinfo" in modules:
+        modules["zoneinfo"].reset_tzpath()
+        modules["zoneinfo"].ZoneInfo.clear_cache()
+    if "tempfile" in modules:
+        modules["tempfile"].tempdir = None
+        modules["tempfile"]._name_sequence = None
+    if "matplotlib" in modules:
+        # The folders matplotlib named at import were in the build's private folders.
+        mpl = modules["matplotlib"]
+        for where in ("get_configdir", "get_cachedir"):
+            try:
+                os.makedirs(getattr(mpl, where)(), exist_ok=True)
+            except Exception:  # noqa: BLE001 - as at import: an unwritable folder is skipped
+                pass
+
+
+def main(argv=None, env=None, workdir=None):
+    """Runs a command line to its end. From a snapshot, `argv`, `env` and `workdir`
+    come from the host (the turn's code); else from the `run` export's own."""
     import os
 
     import _reactor
 
+    if env is not None:
+        restore(env, workdir)
     install()
-    code = _reactor.run([sys.executable, *sys.argv[1:]], dict(os.environ))
+    argv = [sys.executable, *(sys.argv[1:] if argv is None else argv)]
+    sys.orig_argv = argv
+    code = _reactor.run(argv, dict(os.environ))
     import atexit
     import gc
 

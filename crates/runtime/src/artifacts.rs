@@ -20,6 +20,7 @@ pub struct Artifacts {
     dir: PathBuf,
     module: PathBuf,
     module_sha256: String,
+    stdlib_sha256: String,
     stdlib_dir: PathBuf,
     stdlib_name: String,
     mpl_data: Option<PathBuf>,
@@ -66,6 +67,7 @@ impl Artifacts {
         }
         let (mut module, mut sha, mut stdlib, mut mpl, mut python, mut protocol, mut guest) =
             (None, None, None, None, None, None, None);
+        let mut stdlib_sha = None;
         for line in lines {
             let mut words = line.split_whitespace();
             match (words.next(), words.next(), words.next()) {
@@ -73,7 +75,10 @@ impl Artifacts {
                     module = Some(file.to_owned());
                     sha = Some(hash.to_owned());
                 }
-                (Some("stdlib"), Some(file), _) => stdlib = Some(file.to_owned()),
+                (Some("stdlib"), Some(file), hash) => {
+                    stdlib = Some(file.to_owned());
+                    stdlib_sha = hash.map(str::to_owned);
+                }
                 (Some("mpl-data"), Some(d), _) => mpl = Some(d.to_owned()),
                 (Some("guest"), Some(d), _) => guest = Some(d.to_owned()),
                 (Some("python"), Some(v), _) => python = Some(v.to_owned()),
@@ -129,6 +134,7 @@ impl Artifacts {
         Ok(Artifacts {
             guest_path,
             module_sha256: sha.unwrap_or_default(),
+            stdlib_sha256: stdlib_sha.unwrap_or_default(),
             module: module_path,
             stdlib_dir,
             stdlib_name,
@@ -150,6 +156,17 @@ impl Artifacts {
         &self.module_sha256
     }
     /// The guest's Python version, e.g. `3.15.0`.
+    /// The stdlib zip's SHA-256 as the manifest gives it (empty if it gives none).
+    pub fn stdlib_sha256(&self) -> &str {
+        &self.stdlib_sha256
+    }
+
+    /// Our guest package's folder on the host.
+    pub(crate) fn guest_dir(&self) -> Option<PathBuf> {
+        let rel = self.guest_path.as_deref()?.strip_prefix("/usr/local/lib/")?;
+        Some(self.stdlib_dir.join(rel))
+    }
+
     pub fn python_version(&self) -> &str {
         &self.python
     }

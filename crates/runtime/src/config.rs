@@ -129,6 +129,48 @@ pub struct RunConfig {
     pub(crate) cancel: CancelToken,
     pub(crate) door: Option<Arc<dyn Door>>,
     pub(crate) workdir: Option<String>,
+    pub(crate) preload: Preload,
+}
+
+/// Which modules the guest has imported before the program starts
+/// (crates/runtime/src/snapshot.rs).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum Preload {
+    /// None: the guest starts from the artifact's own bootstrap snapshot.
+    #[default]
+    Nothing,
+    /// [`crate::default_preload`]'s modules, when their snapshot builds and fits the
+    /// memory limit; otherwise the run quietly starts as with [`Preload::Nothing`].
+    Default,
+    /// Exactly these modules; a module that does not import, or a snapshot larger than
+    /// the memory limit, is an error before the run.
+    Modules(Vec<String>),
+}
+
+impl Preload {
+    /// The modules asked for, sorted and without repeats; a name must be a dotted
+    /// Python identifier (ASCII).
+    pub(crate) fn modules(names: &[String]) -> Result<Vec<String>, Error> {
+        let ident = |w: &str| {
+            let mut c = w.chars();
+            c.next().is_some_and(|f| f.is_ascii_alphabetic() || f == '_')
+                && c.all(|x| x.is_ascii_alphanumeric() || x == '_')
+        };
+        let mut out = Vec::with_capacity(names.len());
+        for n in names {
+            if n.len() > 200 || !n.split('.').all(ident) {
+                return Err(Error::InvalidConfig {
+                    param: "preload",
+                    reason: format!("{n:?} is not a module name"),
+                });
+            }
+            out.push(n.clone());
+        }
+        out.sort();
+        out.dedup();
+        Ok(out)
+    }
 }
 
 impl std::fmt::Debug for RunConfig {
@@ -141,6 +183,7 @@ impl std::fmt::Debug for RunConfig {
             .field("limits", &self.limits)
             .field("door", &self.door.is_some())
             .field("workdir", &self.workdir)
+            .field("preload", &self.preload)
             .finish()
     }
 }
@@ -159,6 +202,7 @@ impl RunConfig {
             cancel: CancelToken::new(),
             door: None,
             workdir: None,
+            preload: Preload::Nothing,
         }
     }
     pub fn stdin(mut self, bytes: impl Into<Vec<u8>>) -> Self {
@@ -217,6 +261,12 @@ impl RunConfig {
     pub(crate) fn workdir_path(&self) -> &str {
         self.workdir.as_deref().unwrap_or(crate::run::WORKDIR)
     }
+    /// Starts the guest with these modules already imported, from a snapshot built on
+    /// first need and cached on disk (see [`Preload`]).
+    pub fn preload(mut self, preload: Preload) -> Self {
+        self.preload = preload;
+        self
+    }
     /// Answers the guest's `_host.call` frames.
     pub fn door(mut self, door: Arc<dyn Door>) -> Self {
         self.door = Some(door);
@@ -258,6 +308,9 @@ impl RunConfig {
                     reason: format!("{w:?} is not the guest path of a writable grant (or {:?})", crate::run::WORKDIR),
                 });
             }
+        }
+        if let Preload::Modules(m) = &self.preload {
+            Preload::modules(m)?;
         }
         if self.argv.iter().any(|a| a.contains('\0')) {
             return Err(Error::InvalidConfig {

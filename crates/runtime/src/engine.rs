@@ -34,6 +34,20 @@ pub(crate) struct Prepared {
     pub(crate) pre: InstancePre<HostState>,
 }
 
+impl Prepared {
+    /// The same compiled guest, its memory starting from the image at `path` (a whole
+    /// memory of `pages` wasm pages) instead of from its data segments.
+    fn with_image(&self, path: &Path, pages: u64) -> Result<Prepared, Error> {
+        let fail = |e: wasmtime::Error| Error::Module(format!("loading the memory image {}: {e:#}", path.display()));
+        let file = std::fs::File::open(path).map_err(|e| Error::io(format!("opening {}", path.display()), e))?;
+        let module = self.pre.module().with_memory_image(file, pages).map_err(fail)?;
+        let mut linker = Linker::new(&self.engine);
+        host::add_to_linker(&mut linker).map_err(|e| Error::Internal(format!("{e:#}")))?;
+        let pre = linker.instantiate_pre(&module).map_err(fail)?;
+        Ok(Prepared { engine: self.engine.clone(), pre })
+    }
+}
+
 impl std::fmt::Debug for Prepared {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.write_str("Prepared")
@@ -138,6 +152,7 @@ pub(crate) fn prepare(
         cache_dir: cache_dir.to_owned(),
         flavour,
         live: Arc::new(AtomicUsize::new(0)),
+        image: None,
     })
 }
 
@@ -150,7 +165,12 @@ pub(crate) struct Flavoured {
     artifacts: Artifacts,
     cache_dir: PathBuf,
     flavour: Flavour,
+    /// Stores alive in the pooled engine's slots, shared with the flavours made from
+    /// this one by [`Flavoured::with_image`] (they use the same pool).
     live: Arc<AtomicUsize>,
+    /// A snapshot's memory image and its size in wasm pages, which every module of
+    /// this flavour starts from instead of the artifact's own.
+    image: Option<(PathBuf, u64)>,
 }
 
 /// Holds a pool slot for as long as its store lives.
@@ -186,8 +206,35 @@ impl Flavoured {
         if let Some(p) = self.on_demand.get() {
             return Ok(p);
         }
-        let p = prepare_engine(&self.artifacts, &self.cache_dir, self.flavour, None)?;
+        let mut p = prepare_engine(&self.artifacts, &self.cache_dir, self.flavour, None)?;
+        if let Some((image, pages)) = &self.image {
+            p = p.with_image(image, *pages)?;
+        }
         Ok(self.on_demand.get_or_init(|| p))
+    }
+
+    /// This flavour, starting from the memory image at `image` (`pages` wasm pages):
+    /// the same engines and compiled code, so this takes milliseconds. The on-demand
+    /// engine gets the image when it is first loaded.
+    pub(crate) fn with_image(&self, image: &Path, pages: u64) -> Result<Flavoured, Error> {
+        let pooled = match &self.pooled {
+            Some(p) => Some(p.with_image(image, pages)?),
+            None => None,
+        };
+        let on_demand = std::sync::OnceLock::new();
+        if pooled.is_none() {
+            let _ = on_demand.set(self.on_demand()?.with_image(image, pages)?);
+        }
+        Ok(Flavoured {
+            pooled,
+            on_demand,
+            loading: Mutex::new(()),
+            artifacts: self.artifacts.clone(),
+            cache_dir: self.cache_dir.clone(),
+            flavour: self.flavour,
+            live: self.live.clone(),
+            image: Some((image.to_owned(), pages)),
+        })
     }
 
     /// Any of the loaded engines (they share one compiled-code cache file).

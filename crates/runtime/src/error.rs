@@ -34,6 +34,12 @@ pub enum Error {
     /// Compiling, caching or loading the guest module failed.
     #[error("preparing the guest module failed: {0}")]
     Module(String),
+    /// A module named in `preload` does not import in the guest: no snapshot was built.
+    #[error("preloading {module:?} failed, so no snapshot was built:\n{traceback}")]
+    Preload { module: String, traceback: String },
+    /// A snapshot could not be built or loaded for another reason.
+    #[error("the snapshot preloading {modules:?} could not be made: {reason}")]
+    Snapshot { modules: Vec<String>, reason: String },
     /// A host I/O failure while preparing a run (temp folders, threads).
     #[error("{context}: {source}")]
     Io {

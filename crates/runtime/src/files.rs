@@ -70,6 +70,11 @@ impl FileState {
         }
     }
 
+    /// Descriptors the guest opened and holds.
+    pub(crate) fn open_count(&self) -> usize {
+        self.open.len()
+    }
+
     /// Bytes written to files so far (what `Completed::file_bytes_written` reports).
     pub(crate) fn written(&self) -> u64 {
         self.written

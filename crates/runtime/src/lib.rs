@@ -30,6 +30,7 @@ mod host;
 mod output;
 mod run;
 mod session;
+mod snapshot;
 mod stop;
 mod tempdir;
 mod threads;
@@ -37,7 +38,8 @@ mod tools;
 mod wait;
 
 pub use artifacts::{ARTIFACTS_ENV, Artifacts, DIST_COMMAND, MANIFEST_MAGIC};
-pub use config::{Grant, Limits, MIN_MEMORY_BYTES, RunConfig};
+pub use config::{Grant, Limits, MIN_MEMORY_BYTES, Preload, RunConfig};
+pub use snapshot::{default_preload, preopen_table};
 pub use door::{CallContext, Door, DoorAnswer};
 pub use engine::{CACHE_ENV, Flavour, WASMTIME_VERSION, default_cache_dir};
 pub use error::Error;

@@ -113,6 +113,7 @@ struct Inner {
     own_files: Vec<PathBuf>,
     flavours: Flavours,
     pooling: bool,
+    snapshots: crate::snapshot::Snapshots,
 }
 
 fn own_files(artifacts: &Artifacts, cache_dir: &std::path::Path) -> Vec<PathBuf> {
@@ -137,6 +138,7 @@ impl Runtime {
                 cache_dir,
                 flavours: Flavours::default(),
                 pooling: engine::pooling_from_env(),
+                snapshots: Default::default(),
             }),
         }
     }
@@ -153,6 +155,7 @@ impl Runtime {
             own_files: shared.own_files.clone(),
             flavours: Flavours::default(),
             pooling,
+            snapshots: Default::default(),
         });
         Runtime {
             inner: Arc::new(Inner { pooling, ..inner }),
@@ -165,6 +168,26 @@ impl Runtime {
 
     pub(crate) fn flavour(&self, flavour: Flavour) -> Result<Arc<engine::Flavoured>, Error> {
         self.inner.flavours.get(&self.inner.artifacts, &self.inner.cache_dir, flavour, self.inner.pooling)
+    }
+
+    pub(crate) fn cache_dir(&self) -> &std::path::Path {
+        &self.inner.cache_dir
+    }
+
+    /// The engines a run of `config` starts from, and whether that is a snapshot with
+    /// modules preloaded (then the program is started by a turn; see snapshot.rs).
+    pub(crate) fn flavour_for(&self, config: &RunConfig, flavour: Flavour) -> Result<(Arc<engine::Flavoured>, bool), Error> {
+        match self.inner.snapshots.flavour_for(self, config, flavour)? {
+            Some(f) => Ok((f, true)),
+            None => Ok((self.flavour(flavour)?, false)),
+        }
+    }
+
+    /// Builds (or finds in the cache) the snapshot preloading `modules` now, instead of
+    /// at the first run that needs it. Returns the image file.
+    pub fn prepare_preload(&self, modules: &[String]) -> Result<PathBuf, Error> {
+        let modules = crate::config::Preload::modules(modules)?;
+        Ok(self.inner.snapshots.image(self, &modules)?.path.clone())
     }
 
     /// Compiles (or loads from the cache) the guest for `flavour` now, instead of
@@ -200,12 +223,12 @@ impl Runtime {
         } else {
             Flavour::Plain
         };
-        let prepared = self.flavour(flavour)?;
+        let (prepared, preloaded) = self.flavour_for(&config, flavour)?;
         let artifacts = self.inner.artifacts.clone();
         let cancel = config.cancel.clone();
         let (tx, rx) = std::sync::mpsc::sync_channel(1);
         crate::threads::run_on_guest_thread(move || {
-            run_on_this_thread(&prepared, &artifacts, config, grants, |result| {
+            run_on_this_thread(&prepared, &artifacts, config, grants, preloaded, |result| {
                 let _ = tx.send(result);
             });
         })
@@ -256,6 +279,33 @@ pub(crate) struct Guest {
     pub(crate) _tmp: TempDir,
 }
 
+/// The guest's environment: HOME, TMPDIR and an empty PYTHONTZPATH, then the
+/// caller's variables (later ones win), sorted.
+pub(crate) fn guest_env(config: &RunConfig) -> Vec<(String, String)> {
+    let mut env: Vec<(String, String)> = vec![
+        ("HOME".into(), config.workdir_path().to_owned()),
+        ("PYTHONTZPATH".into(), String::new()),
+        ("TMPDIR".into(), "/tmp".into()),
+    ];
+    for (k, v) in &config.env {
+        env.retain(|(ek, _)| ek != k);
+        env.push((k.clone(), v.clone()));
+    }
+    env.sort();
+    env
+}
+
+/// A Python string literal of `s`: JSON's escapes are all valid in Python.
+pub(crate) fn py_str(s: &str) -> String {
+    serde_json::to_string(s).expect("a string always serialises")
+}
+
+/// A Python dict literal of the environment.
+pub(crate) fn py_env(env: &[(String, String)]) -> String {
+    let items: Vec<String> = env.iter().map(|(k, v)| format!("{}: {}", py_str(k), py_str(v))).collect();
+    format!("{{{}}}", items.join(", "))
+}
+
 /// Builds the store for one run or session: WASI (argv, env, stdin, capped output,
 /// the stdlib, matplotlib's data, a private /tmp, the grants), limits, the epoch
 /// callback and the door.
@@ -273,17 +323,7 @@ pub(crate) fn new_guest(
     let stdout = CappedPipe::new(limits.output_bytes);
     let stderr = CappedPipe::new(limits.output_bytes);
 
-    let mut env: Vec<(String, String)> = vec![
-        ("HOME".into(), config.workdir_path().to_owned()),
-        ("PYTHONTZPATH".into(), String::new()),
-        ("TMPDIR".into(), "/tmp".into()),
-    ];
-    for (k, v) in &config.env {
-        env.retain(|(ek, _)| ek != k);
-        env.push((k.clone(), v.clone()));
-    }
-    env.sort();
-
+    let env = guest_env(config);
     let mono_origin = Instant::now();
     let mut b = WasiCtxBuilder::new();
     b.allow_blocking_current_thread(true);
@@ -377,20 +417,36 @@ fn run_on_this_thread(
     artifacts: &Artifacts,
     config: RunConfig,
     grants: Vec<(PathBuf, String, bool)>,
+    preloaded: bool,
     done: impl FnOnce(Result<Completed, Error>),
 ) {
     let started = Instant::now();
     let mut args = Vec::with_capacity(config.argv.len() + 3);
     args.push(ARGV0.to_owned());
-    if let Some(p) = artifacts.guest_path() {
+    // From a snapshot, the `run` export is refused (the build ran turns): a turn
+    // runs the command line instead, passed in its code.
+    let turn_code = preloaded.then(|| {
+        let argv: Vec<String> = config.argv.iter().map(|a| py_str(a)).collect();
+        format!(
+            "__import__('_wasi_python_boot').main([{}], {}, {})",
+            argv.join(", "),
+            py_env(&guest_env(&config)),
+            py_str(config.workdir_path())
+        )
+    });
+    if preloaded {
+        // The argv is in the turn's code.
+    } else if let Some(p) = artifacts.guest_path() {
         args.push("-c".to_owned());
         args.push(
-            BOOT.replace("{PATH}", &format!("{p:?}"))
-                .replace("{WORK}", &format!("{:?}", config.workdir_path())),
+            BOOT.replace("{PATH}", &py_str(p))
+                .replace("{WORK}", &py_str(config.workdir_path())),
         );
     }
     // Without our package: the caller's command line as is, finalised by the export.
-    args.extend(config.argv.iter().cloned());
+    if !preloaded {
+        args.extend(config.argv.iter().cloned());
+    }
     let deadline = config.limits.deadline.map(|d| started + d);
     let stdin = config.stdin.clone();
     // The slot is dropped after the store, at the end.
@@ -409,6 +465,13 @@ fn run_on_this_thread(
         let instance = instantiate(prepared, &mut store)?;
         if let Some(fuel) = fuel {
             store.set_fuel(fuel)?;
+        }
+        if let Some(code) = &turn_code {
+            let alloc = instance.get_typed_func::<i32, i32>(&mut store, "host_alloc")?;
+            let turn = instance.get_typed_func::<(i32, i32), i32>(&mut store, "turn")?;
+            // `main` ends in os._exit; a turn that returns failed before the program
+            // (its traceback is on stderr): its low byte is the status.
+            return crate::session::call_turn(&mut store, &alloc, &turn, code).map(|v| v & 0xff);
         }
         let run = instance.get_typed_func::<(), i32>(&mut store, "run")?;
         run.call(&mut store, ())

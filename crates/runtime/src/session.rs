@@ -161,13 +161,69 @@ impl Drop for TurnHandle {
 /// bundle's finder installed (guest/_wasi_python_boot.py), and the turn counter
 /// reset so the caller's first turn is `<turn 1>`. It binds no names.
 fn setup_code(path: Option<&str>, workdir: &str) -> String {
-    let mut s = format!("__import__('os').chdir({workdir:?})\n");
+    let mut s = format!("__import__('os').chdir({})\n", run::py_str(workdir));
     if let Some(p) = path {
-        s.push_str(&format!("__import__('sys').path.insert(0, {p:?})\n"));
+        s.push_str(&format!("__import__('sys').path.insert(0, {})\n", run::py_str(p)));
         s.push_str("__import__('_wasi_python_boot').install()\n");
     }
     s.push_str("__import__('_reactor')._turns = 0\n");
     s
+}
+
+/// The hidden first turn of a session from a snapshot, whose build already ran
+/// [`setup_code`]: the run's environment and working folder replace the build's.
+fn restore_code(env: &[(String, String)], workdir: &str) -> String {
+    format!(
+        "__import__('_wasi_python_boot').restore({}, {})\n__import__('_reactor')._turns = 0\n",
+        run::py_env(env),
+        run::py_str(workdir)
+    )
+}
+
+/// Builds a snapshot's memory: a session with the runtime's standard folders and no
+/// grants imports `modules`, and its linear memory is copied out. A module that does
+/// not import is named in the error.
+pub(crate) fn preloaded_memory(
+    flavoured: &engine::Flavoured,
+    artifacts: &Artifacts,
+    modules: &[String],
+) -> Result<Vec<u8>, Error> {
+    let failed = |reason: String| Error::Snapshot { modules: modules.to_vec(), reason };
+    if artifacts.guest_path().is_none() {
+        return Err(failed("the artifacts have no guest package, whose `preload` builds snapshots".into()));
+    }
+    let config = RunConfig::new(Vec::<String>::new());
+    let mut live = Live::open(flavoured, artifacts, &config, &[], false)?;
+    let quoted: Vec<String> = modules.iter().map(|m| run::py_str(m)).collect();
+    let turn = Turn {
+        code: format!("__import__('_wasi_python_boot').preload([{}])", quoted.join(", ")),
+        deadline: Some(Duration::from_secs(600)),
+        output_bytes: 1 << 20,
+        fuel: None,
+        cancel: CancelToken::new(),
+    };
+    let (done, _) = live.run_turn(&turn);
+    if done.exit_code != Some(0) || done.trapped.is_some() {
+        let stderr = String::from_utf8_lossy(&done.stderr);
+        const MARK: &str = "wasi-python-preload-failed: ";
+        if let Some(at) = stderr.find(MARK) {
+            let rest = &stderr[at + MARK.len()..];
+            let (module, traceback) = rest.split_once('\n').unwrap_or((rest, ""));
+            return Err(Error::Preload { module: module.trim().to_owned(), traceback: traceback.trim_end().to_owned() });
+        }
+        return Err(failed(format!(
+            "the preload turn ended with status {:?}, trap {:?}: {}",
+            done.exit_code,
+            done.trapped.map(|t| t.to_string()),
+            stderr.trim_end()
+        )));
+    }
+    let data = live.guest.store.data();
+    if data.files.open_count() != 0 {
+        return Err(failed("importing left files open, which a snapshot cannot carry".into()));
+    }
+    let memory = data.memory.ok_or_else(|| failed("the guest has no memory".into()))?;
+    Ok(memory.data(&live.guest.store).to_vec())
 }
 
 impl Runtime {
@@ -181,7 +237,7 @@ impl Runtime {
             .map(|(host, g)| (host, g.guest_path.clone(), g.writable))
             .collect::<Vec<_>>();
         let flavour = if config.limits.fuel.is_some() { Flavour::Metered } else { Flavour::Plain };
-        let prepared = self.flavour(flavour)?;
+        let (prepared, preloaded) = self.flavour_for(&config, flavour)?;
         let artifacts = self.artifacts().clone();
         let (tx, rx) = mpsc::sync_channel::<Cmd>(0);
         let ended = Arc::new(Mutex::new(None));
@@ -191,7 +247,7 @@ impl Runtime {
             .name("wasi-python-session".into())
             .stack_size(GUEST_THREAD_STACK)
             .spawn(move || {
-                let mut live = match Live::open(&prepared, &artifacts, &config, &grants) {
+                let mut live = match Live::open(&prepared, &artifacts, &config, &grants, preloaded) {
                     Ok(l) => {
                         let _ = ready_tx.send(Ok(()));
                         l
@@ -298,12 +354,37 @@ struct Live {
     opened: Instant,
 }
 
+/// Calls the `turn` export with `code`, written into a buffer from `host_alloc`.
+pub(crate) fn call_turn(
+    store: &mut wasmtime::Store<crate::host::HostState>,
+    alloc: &TypedFunc<i32, i32>,
+    turn: &TypedFunc<(i32, i32), i32>,
+    code: &str,
+) -> wasmtime::Result<i32> {
+    let code = code.as_bytes();
+    let len = i32::try_from(code.len()).map_err(|_| wasmtime::format_err!("the turn's code is over 2 GiB"))?;
+    let mut ptr = 0;
+    if len > 0 {
+        ptr = alloc.call(&mut *store, len)?;
+        let memory = store.data().memory.expect("set at instantiation");
+        let data = memory.data_mut(&mut *store);
+        let start = ptr as u32 as usize;
+        match data.get_mut(start..start + code.len()) {
+            Some(dst) if ptr != 0 => dst.copy_from_slice(code),
+            // The guest raises MemoryError for a null pointer.
+            _ => ptr = 0,
+        }
+    }
+    turn.call(&mut *store, (ptr, len))
+}
+
 impl Live {
     fn open(
         flavoured: &engine::Flavoured,
         artifacts: &Artifacts,
         config: &RunConfig,
         grants: &[(PathBuf, String, bool)],
+        preloaded: bool,
     ) -> Result<Live, Error> {
         let args = vec!["/usr/local/bin/python.wasm".to_owned()];
         let (prepared, slot) = flavoured.pick()?;
@@ -325,8 +406,13 @@ impl Live {
             metered: config.limits.fuel.is_some(),
             opened: Instant::now(),
         };
+        let code = if preloaded {
+            restore_code(&run::guest_env(config), config.workdir_path())
+        } else {
+            setup_code(artifacts.guest_path(), config.workdir_path())
+        };
         let setup = Turn {
-            code: setup_code(artifacts.guest_path(), config.workdir_path()),
+            code,
             deadline: Some(Duration::from_secs(30)),
             output_bytes: 1 << 16,
             fuel: None,
@@ -408,22 +494,7 @@ impl Live {
         let _ticking = Ticker::global().activate(self.guest.store.engine());
         let outcome = (|| -> wasmtime::Result<i32> {
             self.arm(turn.deadline, turn.fuel, turn.output_bytes, &turn.cancel)?;
-            let store = &mut self.guest.store;
-            let code = turn.code.as_bytes();
-            let len = i32::try_from(code.len()).map_err(|_| wasmtime::format_err!("the turn's code is over 2 GiB"))?;
-            let mut ptr = 0;
-            if len > 0 {
-                ptr = self.alloc.call(&mut *store, len)?;
-                let memory = store.data().memory.expect("set at instantiation");
-                let data = memory.data_mut(&mut *store);
-                let start = ptr as u32 as usize;
-                match data.get_mut(start..start + code.len()) {
-                    Some(dst) if ptr != 0 => dst.copy_from_slice(code),
-                    // The guest raises MemoryError for a null pointer.
-                    _ => ptr = 0,
-                }
-            }
-            self.turn.call(&mut *store, (ptr, len))
+            call_turn(&mut self.guest.store, &self.alloc, &self.turn, &turn.code)
         })();
         let fuel_used = match (self.metered, turn.fuel, self.guest.store.get_fuel()) {
             (true, Some(cap), Ok(left)) => Some(cap.saturating_sub(left)),

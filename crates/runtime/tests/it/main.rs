@@ -8,6 +8,7 @@ mod files;
 mod limits;
 mod programs;
 mod sandbox;
+mod snapshot;
 
 use std::path::PathBuf;
 use std::sync::OnceLock;

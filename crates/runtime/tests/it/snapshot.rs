@@ -1,0 +1,208 @@
+//! Runs from snapshots with modules preloaded: they must behave like runs that import
+//! the modules themselves, except in time.
+
+use std::time::Duration;
+
+use wasi_python_runtime::{Error, Grant, Preload, RunConfig, Session, SessionLimits, Turn, Trapped};
+
+use crate::{Dir, run, runtime, text};
+
+/// The set these tests preload: numpy alone builds in about a second.
+fn numpy() -> Preload {
+    Preload::Modules(vec!["numpy".into()])
+}
+
+fn pre(code: &str) -> RunConfig {
+    RunConfig::new(["-c", code]).preload(numpy())
+}
+
+fn turn(code: &str) -> Turn {
+    Turn {
+        code: code.into(),
+        deadline: Some(Duration::from_secs(30)),
+        output_bytes: 1 << 20,
+        fuel: None,
+        cancel: wasi_python_runtime::CancelToken::new(),
+    }
+}
+
+#[test]
+fn the_preopen_table_is_found_in_the_guest_module() {
+    let module = std::fs::read(runtime().artifacts().module()).unwrap();
+    let statics = wasi_python_runtime::preopen_table(&module).unwrap();
+    assert_eq!(statics.len(), 4);
+    assert_eq!(statics.iter().filter(|s| s.1 == 1).count(), 1, "{statics:?}");
+    // Not a module made of other code.
+    assert!(wasi_python_runtime::preopen_table(b"\0asm\x01\0\0\0").is_err());
+}
+
+#[test]
+fn a_preloaded_run_has_the_module_imported_and_works() {
+    let done = run(pre("import sys; print('numpy' in sys.modules); import numpy as np; print(np.arange(10).sum())"));
+    assert_eq!(done.exit_code, Some(0), "{}", text(&done.stderr));
+    assert_eq!(text(&done.stdout), "True\n45\n");
+    let plain = run(RunConfig::new(["-c", "import sys; print('numpy' in sys.modules)"]));
+    assert_eq!(text(&plain.stdout), "False\n");
+}
+
+#[test]
+fn a_preloaded_run_sees_its_own_environment_folders_and_grants() {
+    let data = Dir::new("snap-grant");
+    std::fs::write(data.0.join("in.txt"), "granted").unwrap();
+    let code = "import os; print(os.environ['WHO'], os.getenv('WHO'), os.getcwd()); \
+                print(open('/data/in.txt').read()); open('/tmp/t', 'w').write('x'); print(os.listdir('/tmp'))";
+    for who in ["first", "second"] {
+        let done = run(pre(code).env("WHO", who).grant(Grant::read_only(&data.0, "/data")));
+        assert_eq!(done.exit_code, Some(0), "{}", text(&done.stderr));
+        assert_eq!(text(&done.stdout), format!("{who} {who} /work\ngranted\n['t']\n"));
+    }
+    // Another working folder, a writable grant.
+    let out = Dir::new("snap-workdir");
+    let done = run(
+        pre("import os; print(os.getcwd()); open('made.txt', 'w').write('ok')")
+            .grant(Grant::writable(&out.0, "/out"))
+            .workdir("/out"),
+    );
+    assert_eq!(done.exit_code, Some(0), "{}", text(&done.stderr));
+    assert_eq!(text(&done.stdout), "/out\n");
+    assert_eq!(std::fs::read_to_string(out.0.join("made.txt")).unwrap(), "ok");
+}
+
+#[test]
+fn the_command_line_runs_as_without_a_snapshot() {
+    let cases: Vec<(Vec<&str>, &[u8])> = vec![
+        (vec!["-c", "import sys; print(sys.argv, sys.orig_argv[1:])", "a", "b"], b""),
+        (vec!["-c", "raise SystemExit(7)"], b""),
+        (vec!["-c", "exit(3)"], b""),
+        (vec!["-c", "import os; os._exit(9)"], b""),
+        (vec!["-c", "1/0"], b""),
+        (vec!["-m", "json.tool"], b"{\"a\": 1}"),
+        (vec!["-"], b"print('from stdin')"),
+        (vec![], b"import sys; print(sys.argv)"),
+        (vec!["-V"], b""),
+        (vec!["-q"], b""),
+        (vec!["-c"], b""),
+        (vec!["/nope.py"], b""),
+        (vec!["-u", "-c", "print('unbuffered')"], b""),
+    ];
+    for (argv, stdin) in cases {
+        let plain = run(RunConfig::new(argv.clone()).stdin(stdin));
+        let snap = run(RunConfig::new(argv.clone()).stdin(stdin).preload(numpy()));
+        assert_eq!(
+            (plain.exit_code, text(&plain.stdout), text(&plain.stderr)),
+            (snap.exit_code, text(&snap.stdout), text(&snap.stderr)),
+            "{argv:?}"
+        );
+    }
+}
+
+#[test]
+fn random_state_differs_run_to_run_as_without_a_snapshot() {
+    let code = "import random, numpy as np; print(random.random(), np.random.random(), np.random.default_rng().integers(10**9))";
+    let a = text(&run(pre(code)).stdout);
+    let b = text(&run(pre(code)).stdout);
+    assert_ne!(a, b);
+    for (x, y) in a.split_whitespace().zip(b.split_whitespace()) {
+        assert_ne!(x, y, "{a} / {b}");
+    }
+    // Seeded, they agree with a run that imported numpy itself.
+    let seeded = "import random, numpy as np; random.seed(5); np.random.seed(5); print(random.random(), np.random.random())";
+    assert_eq!(text(&run(pre(seeded)).stdout), text(&run(RunConfig::new(["-c", seeded])).stdout));
+}
+
+#[test]
+fn a_snapshot_run_looks_like_one_that_imported_the_modules_itself() {
+    let probe = r#"
+import numpy, sys, os, time, json, hashlib
+fds = []
+for fd in range(3, 40):
+    try:
+        os.fstat(fd); fds.append(fd)
+    except OSError:
+        pass
+print(json.dumps({
+    "env": dict(os.environ), "argv": sys.argv, "orig": sys.orig_argv, "cwd": os.getcwd(),
+    "path": sys.path, "flags": str(sys.flags), "hash": hash("abc"), "limit": sys.getrecursionlimit(),
+    "fds": fds, "main": sorted(k for k in dir(sys.modules["__main__"]) if k not in ("fds", "fd")),
+    "modules": sorted(sys.modules), "clock": abs(time.time() - float(os.environ["NOW"])) < 60,
+    "tmp": sorted(os.listdir("/tmp")), "work": sorted(os.listdir(".")),
+}, sort_keys=True))
+"#;
+    let now = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap().as_secs().to_string();
+    let cfg = |p: Option<Preload>| {
+        let c = RunConfig::new(["-c", probe, "x"]).env("NOW", now.clone()).env("LANG", "C.UTF-8");
+        match p {
+            Some(p) => c.preload(p),
+            None => c,
+        }
+    };
+    let plain = run(cfg(None));
+    let snap = run(cfg(Some(numpy())));
+    assert_eq!(plain.exit_code, Some(0), "{}", text(&plain.stderr));
+    assert_eq!(snap.exit_code, Some(0), "{}", text(&snap.stderr));
+    let p: serde_json::Value = serde_json::from_slice(&plain.stdout).unwrap();
+    let s: serde_json::Value = serde_json::from_slice(&snap.stdout).unwrap();
+    for key in ["env", "argv", "orig", "cwd", "path", "flags", "hash", "limit", "fds", "main", "modules", "clock", "tmp", "work"] {
+        assert_eq!(p[key], s[key], "{key}");
+    }
+    assert_eq!(s["clock"], true);
+}
+
+#[test]
+fn a_module_that_does_not_import_is_named_before_any_run() {
+    let e = runtime()
+        .run(RunConfig::new(["-c", "pass"]).preload(Preload::Modules(vec!["numpy".into(), "no_such_module".into()])))
+        .unwrap_err();
+    match e {
+        Error::Preload { module, traceback } => {
+            assert_eq!(module, "no_such_module");
+            assert!(traceback.contains("ModuleNotFoundError"), "{traceback}");
+        }
+        other => panic!("{other:?}"),
+    }
+    let e = runtime().run(RunConfig::new(["-c", "pass"]).preload(Preload::Modules(vec!["os; import sys".into()])));
+    assert!(matches!(e, Err(Error::InvalidConfig { param: "preload", .. })), "{e:?}");
+}
+
+#[test]
+fn a_memory_limit_below_the_snapshot_is_a_clear_error() {
+    // pandas grows the heap past the guest's initial 40 MiB.
+    let pandas = Preload::Modules(vec!["numpy".into(), "pandas".into()]);
+    let e = runtime().run(RunConfig::new(["-c", "pass"]).preload(pandas).memory_bytes(41 << 20)).unwrap_err();
+    assert!(matches!(e, Error::InvalidConfig { param: "memory_bytes", .. }), "{e:?}");
+    // The default set falls back to a plain start instead.
+    let done = run(RunConfig::new(["-c", "import sys; print('numpy' in sys.modules)"]).preload(Preload::Default).memory_bytes(41 << 20));
+    assert_eq!(text(&done.stdout), "False\n");
+}
+
+#[test]
+fn metered_runs_start_from_the_snapshot_too() {
+    let done = run(pre("import sys; print('numpy' in sys.modules)").fuel(Some(5_000_000_000)));
+    assert_eq!(done.exit_code, Some(0), "{}", text(&done.stderr));
+    assert_eq!(text(&done.stdout), "True\n");
+    assert!(done.fuel_used.is_some_and(|f| f > 0));
+    let spin = run(pre("while True: pass").fuel(Some(10_000_000)));
+    assert_eq!(spin.trapped, Some(Trapped::OutOfFuel));
+}
+
+#[test]
+fn a_session_from_a_snapshot_keeps_its_state_and_sees_its_grants() {
+    let data = Dir::new("snap-session");
+    std::fs::write(data.0.join("f"), "42").unwrap();
+    let s: Session = runtime()
+        .open_session(
+            RunConfig::new(Vec::<String>::new())
+                .preload(numpy())
+                .env("WHO", "session")
+                .grant(Grant::read_only(&data.0, "/data")),
+            SessionLimits::default(),
+        )
+        .unwrap();
+    let a = s.turn(turn("import sys, os; x = int(open('/data/f').read()); print('numpy' in sys.modules, os.environ['WHO'], os.getcwd())")).unwrap();
+    assert_eq!(text(&a.stdout), "True session /work\n", "{}", text(&a.stderr));
+    let b = s.turn(turn("x + 1")).unwrap();
+    assert_eq!(text(&b.stdout), "43\n");
+    let c = s.turn(turn("import numpy; numpy.arange(3).tolist()")).unwrap();
+    assert_eq!(text(&c.stdout), "[0, 1, 2]\n");
+    s.close();
+}
