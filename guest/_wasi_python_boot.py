@@ -26,6 +26,7 @@ import sys
 
 _DIR = __file__.rpartition("/")[0]
 _bundle = None  # {module name: marshalled code}, read on the first `import host`
+built_at = None  # in a snapshot: the monotonic clock when its build ended
 
 
 def find_spec(name, path=None, target=None):
@@ -90,6 +91,8 @@ def preload(names):
             raise SystemExit(3) from None
     gc.collect()
     gc.freeze()
+    global built_at
+    built_at = __import__("time").monotonic()
 
 
 def restore(env, workdir):
@@ -116,14 +119,9 @@ def restore(env, workdir):
     if "tempfile" in modules:
         modules["tempfile"].tempdir = None
         modules["tempfile"]._name_sequence = None
-    if "matplotlib" in modules:
-        # The folders matplotlib named at import were in the build's private folders.
-        mpl = modules["matplotlib"]
-        for where in ("get_configdir", "get_cachedir"):
-            try:
-                os.makedirs(getattr(mpl, where)(), exist_ok=True)
-            except Exception:  # noqa: BLE001 - as at import: an unwritable folder is skipped
-                pass
+    # matplotlib's config and cache folder keeps the name its import gave it (under the
+    # build's HOME) but is not made in this run's HOME: a program that never plots must
+    # leave no `.matplotlib` behind, as it would without the snapshot (README.md).
 
 
 def main(argv=None, env=None, workdir=None):

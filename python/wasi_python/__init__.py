@@ -6,7 +6,7 @@
 """
 
 from ._async import run_async, set_async_workers
-from ._run import DEFAULTS, TOOL_DEFAULTS, ArtifactsMissing, artifacts, run
+from ._run import DEFAULTS, TOOL_DEFAULTS, ArtifactsMissing, PreloadError, artifacts, default_preload, prepare, run
 from ._session import Session, SessionBusy, SessionEnded
 from ._types import Completed, Grant
 
@@ -20,6 +20,9 @@ __all__ = [
     "Grant",
     "artifacts",
     "ArtifactsMissing",
+    "PreloadError",
+    "default_preload",
+    "prepare",
     "set_async_workers",
     "DEFAULTS",
     "TOOL_DEFAULTS",

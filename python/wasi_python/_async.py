@@ -63,6 +63,7 @@ async def run_async(
     file_write_bytes: Optional[int] = _run.DEFAULTS["file_write_bytes"],
     max_open_files: int = _run.DEFAULTS["max_open_files"],
     workdir: Optional[str] = None,
+    preload: Optional[Iterable[str]] = None,
 ) -> Completed:
     """``await run_async(argv, ...)``: like ``run``, with the same keywords and result.
 
@@ -75,7 +76,7 @@ async def run_async(
     plan = _run._plan(
         argv, stdin, env, grants, memory_bytes, deadline_s, output_bytes, fuel, cancel,
         tools, gate, max_tool_calls, max_tool_request_bytes, host,
-        file_write_bytes, max_open_files, workdir,
+        file_write_bytes, max_open_files, workdir, preload,
     )
     loop = asyncio.get_running_loop()
     token = _ext.CancelToken()

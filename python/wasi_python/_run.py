@@ -19,9 +19,10 @@ from . import _wasi_python as _ext
 from ._tools import _as_tools
 from ._types import MAX_SECONDS, Completed, Grant, check_utf8, show_number
 
-__all__ = ["run", "artifacts", "ArtifactsMissing", "DEFAULTS", "TOOL_DEFAULTS"]
+__all__ = ["run", "artifacts", "ArtifactsMissing", "PreloadError", "DEFAULTS", "TOOL_DEFAULTS", "default_preload", "prepare"]
 
 ArtifactsMissing = _ext.ArtifactsMissing
+PreloadError = _ext.PreloadError
 
 # At exit, tool threads still running (abandoned calls) run to their end first: a
 # thread that enters Python while the interpreter finalises would be killed mid-call.
@@ -62,6 +63,23 @@ def artifacts() -> Path:
     return path
 
 
+def default_preload() -> tuple[str, ...]:
+    """The modules a run, ``run_async`` or ``Session`` preloads when ``preload=`` is not
+    given: numpy and pandas, and matplotlib with ``matplotlib.pyplot`` (Agg backend)."""
+    return tuple(_ext.default_preload(str(artifacts())))
+
+
+def prepare(preload: Optional[Iterable[str]] = None) -> Path:
+    """Builds the snapshot for ``preload`` (default: ``default_preload()``) now, instead of
+    at the first run that needs it, and returns its file in the cache folder. A second
+    process finds it there. Raises PreloadError naming a module that does not import."""
+    names = _check_preload(preload)
+    where = str(artifacts())
+    if names is None:
+        names = list(_ext.default_preload(where))
+    return Path(_ext.prepare_preload(where, names))
+
+
 def _precompile(where: str | os.PathLike[str] | None = None) -> None:
     """Compiles the guest for this machine's wasmtime now (``cargo xtask dist`` calls it)."""
     import time
@@ -72,6 +90,10 @@ def _precompile(where: str | os.PathLike[str] | None = None) -> None:
     print(f"guest ready in {time.perf_counter() - t:.1f} s: {', '.join(map(str, files))}")
     n = _compile_guest_package(Path(path))
     print(f"guest package: {n} modules compiled to bytecode by the guest's CPython")
+    t = time.perf_counter()
+    names = list(_ext.default_preload(path))
+    image = _ext.prepare_preload(path, names)
+    print(f"default preload ({', '.join(names)}) ready in {time.perf_counter() - t:.1f} s: {image}")
 
 
 _GUEST_PKG = "/usr/local/lib/wasi-python"
@@ -314,6 +336,7 @@ def run(
     file_write_bytes: Optional[int] = DEFAULTS["file_write_bytes"],
     max_open_files: int = DEFAULTS["max_open_files"],
     workdir: Optional[str] = None,
+    preload: Optional[Iterable[str]] = None,
 ) -> Completed:
     """Runs a CPython command line in the sandbox and returns how it ended.
 
@@ -328,11 +351,17 @@ def run(
     discovery frame included) and ``max_tool_request_bytes`` (default 16 MiB) bound
     the door, None meaning no limit; passing any of these three without ``tools=``, even
     as None, is a TypeError. ``host=`` is a raw door instead: bytes in, bytes out.
+
+    ``preload=`` names modules the guest has imported before the program starts, from a
+    snapshot built on first need (seconds) and cached on disk: ``("numpy", "pandas")``.
+    Not given (or None): ``default_preload()``, numpy, pandas and matplotlib's pyplot,
+    quietly skipped when its snapshot does not fit ``memory_bytes``. ``()``: none. A
+    module that does not import raises PreloadError naming it, before the run.
     """
     plan = _plan(
         argv, stdin, env, grants, memory_bytes, deadline_s, output_bytes, fuel, cancel,
         tools, gate, max_tool_calls, max_tool_request_bytes, host,
-        file_write_bytes, max_open_files, workdir,
+        file_write_bytes, max_open_files, workdir, preload,
     )
     token, watch = _cancel_token(cancel)
     try:
@@ -357,14 +386,14 @@ class _Plan:
     fuel: Optional[int]
     host: Any
     door: Optional[tuple[list[Any], Any, Optional[int], Optional[int]]]
-    files: tuple[Optional[int], int, Optional[str]]
+    files: tuple[Optional[int], int, Optional[str], Optional[list[str]]]
 
 
 def _plan(
     argv: Any, stdin: Any, env: Any, grants: Any, memory_bytes: Any, deadline_s: Any,
     output_bytes: Any, fuel: Any, cancel: Any, tools: Any, gate: Any,
     max_tool_calls: Any, max_tool_request_bytes: Any, host: Any,
-    file_write_bytes: Any, max_open_files: Any, workdir: Any,
+    file_write_bytes: Any, max_open_files: Any, workdir: Any, preload: Any = None,
 ) -> _Plan:
     """Checks every argument, then finds the artifacts: all before any work."""
     args = _check_argv(argv)
@@ -375,16 +404,34 @@ def _plan(
     deadline = _check_seconds("deadline_s", deadline_s)
     out_cap = _check_int("output_bytes", output_bytes, maximum=_SIZE_MAX)
     fuel_cap = _check_int("fuel", fuel, minimum=1, optional=True)
-    files = _check_files(file_write_bytes, max_open_files, workdir, grants_l)
+    files = _check_files(file_write_bytes, max_open_files, workdir, grants_l, preload)
     door = _door_args(tools, gate, max_tool_calls, max_tool_request_bytes, host)
     _check_cancel(cancel)
     where = _where(door is not None)
     return _Plan(where, args, stdin_b, env_l, grants_l, memory, deadline, out_cap, fuel_cap, host, door, files)
 
 
-def _check_files(file_write_bytes: Any, max_open_files: Any, workdir: Any, grants: list[tuple[str, str, bool]]) -> tuple[Optional[int], int, Optional[str]]:
-    """The file keywords, as the extension takes them; and no writable grant over this
-    package (the runtime refuses the artifacts and the compiled-guest cache itself)."""
+def _check_preload(preload: Any) -> Optional[list[str]]:
+    """``preload=``: None (the default set) or an iterable of module names."""
+    if preload is None:
+        return None
+    if isinstance(preload, (str, bytes)):
+        raise TypeError(f"preload must be an iterable of module names, not a single {type(preload).__name__}; write ({preload!r},)")
+    try:
+        names = list(preload)
+    except TypeError:
+        raise TypeError(f"preload must be an iterable of module names (str), not {type(preload).__name__}") from None
+    for n in names:
+        if not isinstance(n, str):
+            raise TypeError(f"preload must hold module names (str), not {type(n).__name__}")
+        if not n or not all(part.isidentifier() and part.isascii() for part in n.split(".")):
+            raise ValueError(f"preload: {n!r} is not a module name")
+    return names
+
+
+def _check_files(file_write_bytes: Any, max_open_files: Any, workdir: Any, grants: list[tuple[str, str, bool]], preload: Any = None) -> tuple[Optional[int], int, Optional[str], Optional[list[str]]]:
+    """The file and start keywords, as the extension takes them; and no writable grant
+    over this package (the runtime refuses the artifacts and the compiled-guest cache itself)."""
     for host, _, writable in grants:
         if writable:
             h = Path(host).resolve()
@@ -397,7 +444,7 @@ def _check_files(file_write_bytes: Any, max_open_files: Any, workdir: Any, grant
             raise TypeError(f"workdir must be a guest path (str) or None, not {type(workdir).__name__}")
         if workdir != "/work" and not any(g == workdir and w for _, g, w in grants):
             raise ValueError(f"workdir: {workdir!r} is not the guest path of a writable grant (or '/work')")
-    return quota, fds, workdir  # type: ignore[return-value]
+    return quota, fds, workdir, _check_preload(preload)  # type: ignore[return-value]
 
 
 def _check_memory(memory_bytes: Any) -> int:

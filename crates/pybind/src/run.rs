@@ -9,7 +9,7 @@ use parking_lot::Mutex;
 use pyo3::prelude::*;
 use pyo3::types::{PyBytes, PyDict};
 use wasi_python_runtime::{
-    Artifacts, CallContext, DoorAnswer, Flavour, Grant, RunConfig, Runtime,
+    Artifacts, CallContext, DoorAnswer, Flavour, Grant, Preload, RunConfig, Runtime,
 };
 
 use wasi_python_runtime::ToolDoor;
@@ -97,26 +97,45 @@ pub(crate) fn sweep_private_folders(py: Python<'_>, wait_s: f64) -> usize {
     py.detach(|| wasi_python_runtime::sweep_private_folders(wait))
 }
 
-/// The file keywords of `run` and `Session`, as `(file_write_bytes, max_open_files,
-/// workdir)`: the package passes all three, with its defaults filled in.
+/// The file and start keywords of `run` and `Session`, as `(file_write_bytes,
+/// max_open_files, workdir, preload)`: the package passes all four, with its defaults
+/// filled in. `preload` None is the default set, a list exactly those modules.
 #[derive(FromPyObject)]
-pub(crate) struct FileLimits(Option<u64>, usize, Option<String>);
+pub(crate) struct FileLimits(Option<u64>, usize, Option<String>, Option<Vec<String>>);
 
 impl Default for FileLimits {
     fn default() -> Self {
         let l = wasi_python_runtime::Limits::default();
-        FileLimits(l.file_write_bytes, l.max_open_files, None)
+        FileLimits(l.file_write_bytes, l.max_open_files, None, None)
     }
 }
 
 impl FileLimits {
     pub(crate) fn apply(self, cfg: RunConfig) -> RunConfig {
-        let cfg = cfg.file_write_bytes(self.0).max_open_files(self.1);
+        let cfg = cfg.file_write_bytes(self.0).max_open_files(self.1).preload(match self.3 {
+            None => Preload::Default,
+            Some(m) if m.is_empty() => Preload::Nothing,
+            Some(m) => Preload::Modules(m),
+        });
         match self.2 {
             Some(w) => cfg.workdir(w),
             None => cfg,
         }
     }
+}
+
+/// The modules a run preloads when `preload=` is not given, for these artifacts.
+#[pyfunction]
+pub(crate) fn default_preload(dir: &str) -> PyResult<Vec<String>> {
+    let rt = runtime_for(dir).map_err(errors::to_py)?;
+    Ok(wasi_python_runtime::default_preload(rt.artifacts()))
+}
+
+/// Builds (or finds in the cache) the snapshot preloading `modules` now. Returns its file.
+#[pyfunction]
+pub(crate) fn prepare_preload(py: Python<'_>, dir: &str, modules: Vec<String>) -> PyResult<PathBuf> {
+    let rt = runtime_for(dir).map_err(errors::to_py)?;
+    py.detach(|| rt.prepare_preload(&modules)).map_err(errors::to_py)
 }
 
 /// How often a waiting `run` looks at Python's signals (Ctrl-C).

@@ -130,6 +130,8 @@ pub struct RunConfig {
     pub(crate) door: Option<Arc<dyn Door>>,
     pub(crate) workdir: Option<String>,
     pub(crate) preload: Preload,
+    /// This guest builds a snapshot (its monotonic clock starts at 0; see host.rs).
+    pub(crate) snapshot_build: bool,
 }
 
 /// Which modules the guest has imported before the program starts
@@ -203,6 +205,7 @@ impl RunConfig {
             door: None,
             workdir: None,
             preload: Preload::Nothing,
+            snapshot_build: false,
         }
     }
     pub fn stdin(mut self, bytes: impl Into<Vec<u8>>) -> Self {

@@ -21,8 +21,31 @@ pub(crate) struct HostState {
     /// Set right after instantiation.
     pub(crate) memory: Option<Memory>,
     pub(crate) alloc: Option<TypedFunc<i32, i32>>,
-    /// The origin of the guest's monotonic clock (wasmtime-wasi's starts at context creation).
+    /// The guest's monotonic clock: `mono_start` nanoseconds at `mono_origin`
+    /// ([`GuestClock`], which wasmtime-wasi's clock calls use too).
     pub(crate) mono_origin: Instant,
+    pub(crate) mono_start: u64,
+}
+
+/// The guest's monotonic clock. A run's starts at [`GUEST_CLOCK_START`], a snapshot
+/// build's at 0: monotonic readings a module kept at import, in a snapshot, are then
+/// always behind the run's clock, as they would be in a run that imported it itself.
+pub(crate) struct GuestClock {
+    pub(crate) origin: Instant,
+    pub(crate) start: u64,
+}
+
+/// Where a run's monotonic clock starts: past any snapshot build (whose preload turn
+/// has a 10-minute deadline).
+pub(crate) const GUEST_CLOCK_START: u64 = 3_600 * 1_000_000_000;
+
+impl wasmtime_wasi::HostMonotonicClock for GuestClock {
+    fn resolution(&self) -> u64 {
+        1
+    }
+    fn now(&self) -> u64 {
+        self.start + Instant::now().duration_since(self.origin).as_nanos() as u64
+    }
 }
 
 /// The guest asked for more initial memory than its memory limit: it cannot start.
@@ -194,8 +217,8 @@ fn poll_oneoff(
         };
         data[inp].to_vec()
     };
-    let mono_origin = caller.data().mono_origin;
-    let now_mono = || Instant::now().duration_since(mono_origin).as_nanos() as u64;
+    let (mono_origin, mono_start) = (caller.data().mono_origin, caller.data().mono_start);
+    let now_mono = || mono_start + Instant::now().duration_since(mono_origin).as_nanos() as u64;
     let now_real = || {
         SystemTime::now()
             .duration_since(SystemTime::UNIX_EPOCH)

@@ -325,8 +325,10 @@ pub(crate) fn new_guest(
 
     let env = guest_env(config);
     let mono_origin = Instant::now();
+    let mono_start = if config.snapshot_build { 0 } else { crate::host::GUEST_CLOCK_START };
     let mut b = WasiCtxBuilder::new();
     b.allow_blocking_current_thread(true);
+    b.monotonic_clock(crate::host::GuestClock { origin: mono_origin, start: mono_start });
     b.args(args)
         .envs(&env)
         .stdin(MemoryInputPipe::new(bytes::Bytes::from(stdin)))
@@ -374,6 +376,7 @@ pub(crate) fn new_guest(
         memory: None,
         alloc: None,
         mono_origin,
+        mono_start,
     };
     let mut store = Store::new(&prepared.engine, state);
     store.limiter(|s| &mut s.limits);

@@ -192,7 +192,8 @@ pub(crate) fn preloaded_memory(
     if artifacts.guest_path().is_none() {
         return Err(failed("the artifacts have no guest package, whose `preload` builds snapshots".into()));
     }
-    let config = RunConfig::new(Vec::<String>::new());
+    let mut config = RunConfig::new(Vec::<String>::new());
+    config.snapshot_build = true;
     let mut live = Live::open(flavoured, artifacts, &config, &[], false)?;
     let quoted: Vec<String> = modules.iter().map(|m| run::py_str(m)).collect();
     let turn = Turn {

@@ -42,7 +42,7 @@ const WASM_PAGE: u64 = 65_536;
 pub fn default_preload(artifacts: &Artifacts) -> Vec<String> {
     let mut m = vec!["numpy", "pandas"];
     if artifacts.mpl_data().is_some() {
-        m.extend(["matplotlib", "matplotlib.pyplot"]);
+        m.extend(["matplotlib", "matplotlib.backends.backend_agg", "matplotlib.pyplot"]);
     }
     m.into_iter().map(str::to_owned).collect()
 }

@@ -149,6 +149,16 @@ print(json.dumps({
 }
 
 #[test]
+fn the_monotonic_clock_runs_on_from_the_build() {
+    // A reading kept in the snapshot (as a module could keep one at import) is behind
+    // the run's clock, as it would be had the run imported the module itself.
+    let done = run(pre("import time, _wasi_python_boot as b; print(b.built_at is not None and time.monotonic() > b.built_at)"));
+    assert_eq!(text(&done.stdout), "True\n", "{}", text(&done.stderr));
+    let done = run(pre("import time; a = time.monotonic(); time.sleep(0.01); print(0.005 < time.monotonic() - a < 5)"));
+    assert_eq!(text(&done.stdout), "True\n", "{}", text(&done.stderr));
+}
+
+#[test]
 fn a_module_that_does_not_import_is_named_before_any_run() {
     let e = runtime()
         .run(RunConfig::new(["-c", "pass"]).preload(Preload::Modules(vec!["numpy".into(), "no_such_module".into()])))
