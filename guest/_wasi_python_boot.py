@@ -137,6 +137,15 @@ def main(argv=None, env=None, workdir=None):
     argv = [sys.executable, *(sys.argv[1:] if argv is None else argv)]
     sys.orig_argv = argv
     code = _reactor.run(argv, dict(os.environ))
+    finish()
+    os._exit(code)
+
+
+def finish():
+    """What interpreter finalisation does that a program can observe: atexit handlers,
+    `__main__` torn down so unclosed files flush, the streams flushed. The end of a run,
+    and a session's close: the rest of CPython's teardown (hundreds of milliseconds with
+    pandas loaded) is skipped, since the host drops the instance anyway."""
     import atexit
     import gc
 
@@ -150,4 +159,3 @@ def main(argv=None, env=None, workdir=None):
             stream.flush()
         except Exception:  # noqa: BLE001 - a closed or broken stream loses nothing more
             pass
-    os._exit(code)

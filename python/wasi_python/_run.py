@@ -138,7 +138,9 @@ def _compile_guest_package(dist: Path) -> int:
     for cache in pkg.rglob("__pycache__"):
         shutil.rmtree(cache)
     with tempfile.TemporaryDirectory() as out:
-        d = _ext.run(str(dist), ["-c", _COMPILE_PKG], b"", [], [(out, "/out", True)], 1 << 30, 120.0, 1 << 20, None, None, None)
+        # preload=(): the default snapshot is keyed by this package's files, which this run changes.
+        files = (DEFAULTS["file_write_bytes"], DEFAULTS["max_open_files"], None, [])
+        d = _ext.run(str(dist), ["-c", _COMPILE_PKG], b"", [], [(out, "/out", True)], 1 << 30, 120.0, 1 << 20, None, None, None, files=files)
         if d["exit_code"] != 0:
             raise RuntimeError(f"compiling the guest package failed: {d['trapped']} {d['stderr'].decode(errors='replace')}")
         shutil.copytree(out, pkg, dirs_exist_ok=True)

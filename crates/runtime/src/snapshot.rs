@@ -103,7 +103,7 @@ impl Snapshots {
     ) -> Result<Option<Arc<Flavoured>>, Error> {
         let (modules, required) = match &config.preload {
             Preload::Nothing => return Ok(None),
-            Preload::Default => (default_preload(runtime.artifacts()), false),
+            Preload::Default => (Preload::modules(&default_preload(runtime.artifacts()))?, false),
             Preload::Modules(m) => (Preload::modules(m)?, true),
         };
         if modules.is_empty() {
