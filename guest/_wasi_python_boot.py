@@ -95,8 +95,10 @@ def preload(names):
     built_at = __import__("time").monotonic()
 
 
-def restore(env, workdir):
-    """Makes a run from a snapshot look like one that imported its modules itself."""
+def restore(env, workdir, reseed=True):
+    """Makes a run from a snapshot look like one that imported its modules itself.
+    `reseed=False` leaves `random`, `numpy.random` and `logging._startTime` to the
+    reactor's runner, which resets them before a program (`main`)."""
     import os
     import time
 
@@ -106,11 +108,11 @@ def restore(env, workdir):
     environ.clear()
     environ.update(env)
     modules = sys.modules
-    if "random" in modules:
+    if reseed and "random" in modules:
         modules["random"].seed()
-    if "numpy.random" in modules:
+    if reseed and "numpy.random" in modules:
         modules["numpy.random"].seed()
-    if "logging" in modules:
+    if reseed and "logging" in modules:
         logging = modules["logging"]
         logging._startTime = time.time_ns() if type(logging._startTime) is int else time.time()
     if "zoneinfo" in modules:
@@ -132,7 +134,7 @@ def main(argv=None, env=None, workdir=None):
     import _reactor
 
     if env is not None:
-        restore(env, workdir)
+        restore(env, workdir, reseed=False)
     install()
     argv = [sys.executable, *(sys.argv[1:] if argv is None else argv)]
     sys.orig_argv = argv

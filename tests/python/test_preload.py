@@ -155,3 +155,13 @@ def test_a_second_process_finds_the_default_snapshot_and_builds_nothing():
     assert p.stdout == b"True\n", p.stderr
     assert {p.name for p in image.parent.glob("*.img")} == before
     assert wasi_python.prepare(tuple(reversed(wasi_python.default_preload()))) == image
+
+
+def test_sessions_from_one_snapshot_draw_different_random_numbers():
+    outs = []
+    for _ in range(2):
+        with Session(preload=("numpy",)) as s:
+            outs.append(s.run("import random, numpy as np; (random.random(), float(np.random.random()))").stdout)
+    assert outs[0] != outs[1]
+    a, b = (eval(o) for o in outs)
+    assert a[0] != b[0] and a[1] != b[1]
