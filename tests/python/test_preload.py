@@ -160,8 +160,9 @@ def test_a_second_process_finds_the_default_snapshot_and_builds_nothing():
 def test_sessions_from_one_snapshot_draw_different_random_numbers():
     outs = []
     for _ in range(2):
-        with Session(preload=("numpy",)) as s:
-            outs.append(s.run("import random, numpy as np; (random.random(), float(np.random.random()))").stdout)
+        # pandas imports numpy.random, so its global generator is in the snapshot.
+        with Session(preload=("numpy", "pandas")) as s:
+            outs.append(s.run("import random, sys, numpy as np; (random.random(), float(np.random.random()))").stdout)
     assert outs[0] != outs[1]
     a, b = (eval(o) for o in outs)
     assert a[0] != b[0] and a[1] != b[1]
