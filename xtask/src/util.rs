@@ -106,6 +106,12 @@ pub(crate) fn test(args: Vec<String>) -> Result<()> {
     run(Command::new(&py)
         .args(["-m", "pytest", "-q", "-p", "no:cacheprovider", "tests/python", "guest/tests"])
         .current_dir(&root))?;
+    // Last, so a lint never hides a failing test: clippy's warnings fail the run.
+    let mut clippy = Command::new(std::env::var("CARGO").unwrap_or_else(|_| "cargo".into()));
+    clippy
+        .args(["clippy", "--workspace", "--all-targets", "--", "-D", "warnings"])
+        .current_dir(&root);
+    run(&mut clippy)?;
     Ok(())
 }
 

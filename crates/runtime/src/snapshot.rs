@@ -84,11 +84,14 @@ impl Failure {
     }
 }
 
+/// A module list, sorted and without repeats.
+type Modules = Vec<String>;
+
 /// A runtime's snapshots: images by module list, engines over them by flavour.
 #[derive(Debug, Default)]
 pub(crate) struct Snapshots {
-    images: Mutex<HashMap<Vec<String>, Result<Arc<Image>, Failure>>>,
-    flavours: Mutex<HashMap<(Flavour, Vec<String>), Arc<Flavoured>>>,
+    images: Mutex<HashMap<Modules, Result<Arc<Image>, Failure>>>,
+    flavours: Mutex<HashMap<(Flavour, Modules), Arc<Flavoured>>>,
     warned: AtomicBool,
 }
 

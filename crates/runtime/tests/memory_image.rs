@@ -39,9 +39,9 @@ fn image() -> (tempfile_like::Path, std::fs::File) {
 }
 
 mod tempfile_like {
-    pub struct Path(pub std::path::PathBuf);
+    pub(crate) struct Path(pub(crate) std::path::PathBuf);
     impl Path {
-        pub fn new(name: &str) -> Path {
+        pub(crate) fn new(name: &str) -> Path {
             static N: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
             let n = N.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
             Path(std::env::temp_dir().join(format!("wp-memimage-{name}-{}-{n}", std::process::id())))
