@@ -21,6 +21,10 @@ pub(crate) fn completed<'py>(py: Python<'py>, c: &Completed) -> PyResult<Bound<'
     d.set_item("truncated", truncated)?;
     d.set_item("fuel_used", c.fuel_used)?;
     d.set_item("file_bytes_written", c.file_bytes_written)?;
+    match &c.files {
+        Some(r) => d.set_item("files", crate::files::record(py, r)?)?,
+        None => d.set_item("files", py.None())?,
+    }
     d.set_item("duration_s", c.duration.as_secs_f64())?;
     Ok(d)
 }

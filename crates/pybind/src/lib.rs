@@ -7,6 +7,7 @@ use pyo3::prelude::*;
 
 mod convert;
 mod errors;
+mod files;
 mod run;
 mod session;
 mod tool_host;
@@ -17,6 +18,7 @@ fn _wasi_python(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<run::CancelToken>()?;
     m.add_class::<session::SessionHandle>()?;
     m.add_class::<tool_host::CompiledTool>()?;
+    m.add_class::<files::MemoryFilesHandle>()?;
     m.add_function(wrap_pyfunction!(run::run, m)?)?;
     m.add_function(wrap_pyfunction!(run::check_artifacts, m)?)?;
     m.add_function(wrap_pyfunction!(run::precompile, m)?)?;

@@ -151,7 +151,7 @@ pub(crate) fn check_schema(schema_json: &str, validates_input: bool) -> PyResult
 }
 
 #[pyfunction]
-#[pyo3(signature = (artifacts, argv, stdin, env, grants, memory_bytes, deadline_s, output_bytes, fuel, cancel, host, tools=None, dispatcher=None, max_frames=None, max_request_bytes=None, files=FileLimits::default()))]
+#[pyo3(signature = (artifacts, argv, stdin, env, grants, memory_bytes, deadline_s, output_bytes, fuel, cancel, host, tools=None, dispatcher=None, max_frames=None, max_request_bytes=None, files=FileLimits::default(), mounts=None))]
 #[expect(clippy::too_many_arguments, reason = "mirrors the keyword arguments of wasi_python.run")]
 pub(crate) fn run<'py>(
     py: Python<'py>,
@@ -171,6 +171,7 @@ pub(crate) fn run<'py>(
     max_frames: Option<u64>,
     max_request_bytes: Option<u64>,
     files: FileLimits,
+    mounts: Option<crate::files::Mounts>,
 ) -> PyResult<Bound<'py, PyDict>> {
     let rt = runtime_for(artifacts).map_err(errors::to_py)?;
     let token = cancel.map(|c| c.inner.clone()).unwrap_or_default();
@@ -182,6 +183,7 @@ pub(crate) fn run<'py>(
         .fuel(fuel)
         .cancel(token.clone());
     cfg = files.apply(cfg);
+    cfg = crate::files::apply(py, cfg, mounts)?;
     for (k, v) in env {
         cfg = cfg.env(k, v);
     }

@@ -24,7 +24,7 @@ pub(crate) struct SessionHandle {
 #[pymethods]
 impl SessionHandle {
     #[new]
-    #[pyo3(signature = (artifacts, env, grants, memory_bytes, metered, idle_s, lifetime_s, shutdown_s, tools=None, dispatcher=None, max_frames=None, max_request_bytes=None, files=FileLimits::default()))]
+    #[pyo3(signature = (artifacts, env, grants, memory_bytes, metered, idle_s, lifetime_s, shutdown_s, tools=None, dispatcher=None, max_frames=None, max_request_bytes=None, files=FileLimits::default(), mounts=None))]
     #[expect(clippy::too_many_arguments, reason = "mirrors the keyword arguments of wasi_python.Session")]
     fn new(
         py: Python<'_>,
@@ -41,12 +41,14 @@ impl SessionHandle {
         max_frames: Option<u64>,
         max_request_bytes: Option<u64>,
         files: FileLimits,
+        mounts: Option<crate::files::Mounts>,
     ) -> PyResult<Self> {
         let rt = runtime_for(artifacts).map_err(errors::to_py)?;
         let mut cfg = RunConfig::new(Vec::<String>::new())
             .memory_bytes(memory_bytes)
             .fuel(metered.then_some(u64::MAX));
         cfg = files.apply(cfg);
+        cfg = crate::files::apply(py, cfg, mounts)?;
         for (k, v) in env {
             cfg = cfg.env(k, v);
         }

@@ -56,7 +56,7 @@ pub(crate) struct PyToolHost {
     pub(crate) dispatcher: Py<PyAny>,
 }
 
-fn fault_of(py: Python<'_>, e: &PyErr) -> String {
+pub(crate) fn fault_of(py: Python<'_>, e: &PyErr) -> String {
     let ty = e
         .get_type(py)
         .name()
@@ -71,9 +71,9 @@ fn fault_of(py: Python<'_>, e: &PyErr) -> String {
 
 /// Set by the package's atexit hook: from then on no tool thread enters Python, since
 /// a thread that takes the GIL while the interpreter finalises is killed mid-frame.
-static SHUTTING_DOWN: AtomicBool = AtomicBool::new(false);
+pub(crate) static SHUTTING_DOWN: AtomicBool = AtomicBool::new(false);
 /// Tool threads holding a Python thread state (waiting spares and running calls).
-static IN_PYTHON: AtomicUsize = AtomicUsize::new(0);
+pub(crate) static IN_PYTHON: AtomicUsize = AtomicUsize::new(0);
 
 /// Called at interpreter exit: stops new tool threads from entering Python and waits
 /// (up to `timeout_s`) for those inside, such as abandoned calls, to run to their end.

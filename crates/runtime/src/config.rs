@@ -93,6 +93,10 @@ pub struct Limits {
     /// (default 1,024). Past it, opening fails with EMFILE. All the guests of a process
     /// together hold at most three quarters of its RLIMIT_NOFILE (ENFILE past that).
     pub max_open_files: usize,
+    /// Provider calls a run (or a session turn) may make on its mounts (default 10,000;
+    /// `None` means none). Past it the guest's file calls on mounts fail with EIO, the run
+    /// goes on, and `Completed::files` counts the refused calls.
+    pub max_file_calls: Option<u64>,
 }
 
 impl Default for Limits {
@@ -104,6 +108,7 @@ impl Default for Limits {
             fuel: None,
             file_write_bytes: Some(crate::files::DEFAULT_FILE_WRITE_BYTES),
             max_open_files: crate::files::DEFAULT_MAX_OPEN_FILES,
+            max_file_calls: Some(crate::mounts::DEFAULT_MAX_FILE_CALLS),
         }
     }
 }
@@ -130,6 +135,7 @@ pub struct RunConfig {
     pub(crate) door: Option<Arc<dyn Door>>,
     pub(crate) workdir: Option<String>,
     pub(crate) preload: Preload,
+    pub(crate) mounts: Vec<crate::mounts::Mount>,
     /// This guest builds a snapshot (its monotonic clock starts at 0; see host.rs).
     pub(crate) snapshot_build: bool,
 }
@@ -205,6 +211,7 @@ impl RunConfig {
             door: None,
             workdir: None,
             preload: Preload::Nothing,
+            mounts: Vec::new(),
             snapshot_build: false,
         }
     }
@@ -264,6 +271,15 @@ impl RunConfig {
     pub(crate) fn workdir_path(&self) -> &str {
         self.workdir.as_deref().unwrap_or(crate::run::WORKDIR)
     }
+    /// Serves a guest folder from the embedder's code (see [`crate::Mount`]).
+    pub fn mount(mut self, mount: crate::mounts::Mount) -> Self {
+        self.mounts.push(mount);
+        self
+    }
+    pub fn max_file_calls(mut self, n: Option<u64>) -> Self {
+        self.limits.max_file_calls = n;
+        self
+    }
     /// Starts the guest with these modules already imported, from a snapshot built on
     /// first need and cached on disk (see [`Preload`]).
     pub fn preload(mut self, preload: Preload) -> Self {
@@ -274,6 +290,38 @@ impl RunConfig {
     pub fn door(mut self, door: Arc<dyn Door>) -> Self {
         self.door = Some(door);
         self
+    }
+
+    /// A mount's guest path: absolute, normalised, not `/`, and overlapping no other
+    /// mount, no grant, `/tmp` and the stdlib (one inside the other counts). A mount at
+    /// `/work` replaces the private working folder.
+    fn check_mounts(&self) -> Result<(), Error> {
+        let fail = |g: &str, reason: String| Error::InvalidConfig { param: "mounts", reason: format!("{g:?}: {reason}") };
+        let overlap = |a: &str, b: &str| {
+            let within = |x: &str, y: &str| x == y || x.starts_with(&format!("{y}/"));
+            within(a, b) || within(b, a)
+        };
+        for (i, m) in self.mounts.iter().enumerate() {
+            let g = m.guest_path.as_str();
+            if !g.starts_with('/') || g == "/" {
+                return Err(fail(g, "a mount's guest path must be absolute and not '/'".into()));
+            }
+            if g.ends_with('/') || g[1..].split('/').any(|c| c.is_empty() || c == "." || c == "..") || g.contains('\0') {
+                return Err(fail(g, "a mount's guest path must be normalised (no '.', '..', '//' or trailing '/')".into()));
+            }
+            for own in ["/tmp", "/usr/local/lib"] {
+                if overlap(g, own) {
+                    return Err(fail(g, format!("overlaps {own}, which the runtime mounts itself")));
+                }
+            }
+            if let Some(other) = self.mounts[..i].iter().find(|o| overlap(g, &o.guest_path)) {
+                return Err(fail(g, format!("overlaps the mount {:?}", other.guest_path)));
+            }
+            if let Some(grant) = self.grants.iter().find(|o| overlap(g, &o.guest_path)) {
+                return Err(fail(g, format!("overlaps the grant {:?}", grant.guest_path)));
+            }
+        }
+        Ok(())
     }
 
     /// Checks everything that can be checked before the run. `own` are the runtime's
@@ -305,10 +353,13 @@ impl RunConfig {
         }
         if let Some(w) = &self.workdir {
             // The guest writes where it stands: a read-only grant would make `open('out.csv', 'w')` fail.
-            if w != crate::run::WORKDIR && !self.grants.iter().any(|g| &g.guest_path == w && g.writable) {
+            if w != crate::run::WORKDIR
+                && !self.grants.iter().any(|g| &g.guest_path == w && g.writable)
+                && !self.mounts.iter().any(|m| &m.guest_path == w && m.writable)
+            {
                 return Err(Error::InvalidConfig {
                     param: "workdir",
-                    reason: format!("{w:?} is not the guest path of a writable grant (or {:?})", crate::run::WORKDIR),
+                    reason: format!("{w:?} is not the guest path of a writable grant or mount (or {:?})", crate::run::WORKDIR),
                 });
             }
         }
@@ -321,6 +372,7 @@ impl RunConfig {
                 reason: "an argument contains a NUL byte".into(),
             });
         }
+        self.check_mounts()?;
         let mut seen = std::collections::HashSet::new();
         let mut out = Vec::with_capacity(self.grants.len());
         for g in &self.grants {

@@ -29,6 +29,7 @@ use wasmtime_wasi::runtime::in_tokio;
 use wiggle::GuestMemory;
 
 use crate::host::HostState;
+use crate::mounts::calls as mounts;
 
 /// The default of `file_write_bytes`: 256 MiB a run.
 pub const DEFAULT_FILE_WRITE_BYTES: u64 = 256 << 20;
@@ -48,11 +49,11 @@ const O_CREAT: i32 = 1;
 #[derive(Debug)]
 pub(crate) struct FileState {
     quota: Option<u64>,
-    written: u64,
-    created: u64,
-    max_open: usize,
+    pub(crate) written: u64,
+    pub(crate) created: u64,
+    pub(crate) max_open: usize,
     /// The descriptors the guest opened (path_open), as numbered in the guest.
-    open: HashSet<u32>,
+    pub(crate) open: HashSet<u32>,
     /// Those of them whose position a seek may have moved past the end of the file since
     /// their last write: their next `fd_write` first measures the hole it would leave.
     moved: HashSet<u32>,
@@ -80,11 +81,11 @@ impl FileState {
         self.written
     }
 
-    fn full(&self) -> bool {
+    pub(crate) fn full(&self) -> bool {
         self.quota.is_some_and(|q| self.written >= q)
     }
 
-    fn would_exceed(&self, more: u64) -> bool {
+    pub(crate) fn would_exceed(&self, more: u64) -> bool {
         self.quota.is_some_and(|q| self.written.saturating_add(more) > q)
     }
 
@@ -175,6 +176,24 @@ fn with_bytes<R>(caller: &Caller<'_, HostState>, ptr: i32, len: i32, f: impl FnO
 
 pub(crate) fn add_to_linker(linker: &mut Linker<HostState>) -> wasmtime::Result<()> {
     const M: &str = "wasi_snapshot_preview1";
+    // Calls that only mounts change (the rest also bound host files, below).
+    linker.func_wrap(M, "fd_read", fd_read)?;
+    linker.func_wrap(M, "fd_pread", fd_pread)?;
+    linker.func_wrap(M, "fd_tell", fd_tell)?;
+    linker.func_wrap(M, "fd_filestat_get", fd_filestat_get)?;
+    linker.func_wrap(M, "fd_fdstat_get", fd_fdstat_get)?;
+    linker.func_wrap(M, "fd_fdstat_set_flags", fd_fdstat_set_flags)?;
+    linker.func_wrap(M, "fd_filestat_set_times", fd_filestat_set_times)?;
+    linker.func_wrap(M, "fd_readdir", fd_readdir)?;
+    linker.func_wrap(M, "fd_sync", fd_sync)?;
+    linker.func_wrap(M, "fd_datasync", fd_datasync)?;
+    linker.func_wrap(M, "fd_advise", fd_advise)?;
+    linker.func_wrap(M, "path_filestat_get", path_filestat_get)?;
+    linker.func_wrap(M, "path_filestat_set_times", path_filestat_set_times)?;
+    linker.func_wrap(M, "path_remove_directory", path_remove_directory)?;
+    linker.func_wrap(M, "path_unlink_file", path_unlink_file)?;
+    linker.func_wrap(M, "path_rename", path_rename)?;
+    linker.func_wrap(M, "path_readlink", path_readlink)?;
     linker.func_wrap(M, "fd_write", fd_write)?;
     linker.func_wrap(M, "fd_pwrite", fd_pwrite)?;
     linker.func_wrap(M, "fd_seek", fd_seek)?;
@@ -224,6 +243,9 @@ fn count_written(caller: &mut Caller<'_, HostState>, nwritten: i32, hole: u64) {
 }
 
 fn fd_write(mut caller: Caller<'_, HostState>, fd: i32, iovs: i32, iovs_len: i32, nwritten: i32) -> wasmtime::Result<i32> {
+    if let Some(r) = mounts::fd_write(&mut caller, fd, iovs, iovs_len, nwritten) {
+        return r;
+    }
     let (counted, refused) = check_write(&caller, fd);
     if let Some(e) = refused {
         return Ok(e);
@@ -253,6 +275,9 @@ fn fd_pwrite(
     offset: i64,
     nwritten: i32,
 ) -> wasmtime::Result<i32> {
+    if let Some(r) = mounts::fd_pwrite(&mut caller, fd, iovs, iovs_len, offset, nwritten) {
+        return r;
+    }
     let (counted, refused) = check_write(&caller, fd);
     if let Some(e) = refused {
         return Ok(e);
@@ -276,6 +301,9 @@ fn fd_pwrite(
 fn fd_seek(mut caller: Caller<'_, HostState>, fd: i32, offset: i64, whence: i32, newoffset: i32) -> wasmtime::Result<i32> {
     const CUR: i32 = 1;
     const END: i32 = 2;
+    if let Some(r) = mounts::fd_seek(&mut caller, fd, offset, whence, newoffset) {
+        return r;
+    }
     let r = with_wasi(&mut caller, |ctx, mem| in_tokio(p1::fd_seek(ctx, mem, fd, offset, whence, newoffset)))??;
     let may_pass_end = !((whence == CUR || whence == END) && offset <= 0);
     if r == 0 && may_pass_end && caller.data().files.open.contains(&(fd as u32)) {
@@ -287,6 +315,9 @@ fn fd_seek(mut caller: Caller<'_, HostState>, fd: i32, offset: i64, whence: i32,
 /// Growing a file by `ftruncate` counts as writing the growth (a sparse file costs
 /// little disk, but an embedder that copies it pays for every byte).
 fn fd_filestat_set_size(mut caller: Caller<'_, HostState>, fd: i32, size: i64) -> wasmtime::Result<i32> {
+    if let Some(r) = mounts::fd_filestat_set_size(&mut caller, fd, size) {
+        return r;
+    }
     // Growth counts on the files the guest opened; anything else (a folder, stdio) is
     // wasmtime-wasi's to answer.
     let growth = match caller.data().files.open.contains(&(fd as u32)) {
@@ -317,6 +348,9 @@ fn path_open(
     fdflags: i32,
     fd_out: i32,
 ) -> wasmtime::Result<i32> {
+    if let Some(r) = mounts::path_open(&mut caller, fd, path, path_len, oflags, rights_base, fdflags, fd_out) {
+        return r;
+    }
     {
         let files = &caller.data().files;
         if files.open.len() >= files.max_open {
@@ -377,14 +411,21 @@ fn exists(caller: &mut Caller<'_, HostState>, fd: i32, dirflags: i32, path: i32,
 }
 
 fn fd_close(mut caller: Caller<'_, HostState>, fd: i32) -> wasmtime::Result<i32> {
+    if let Some(r) = mounts::fd_close(&mut caller, fd) {
+        return r;
+    }
     let r = with_wasi(&mut caller, |ctx, mem| in_tokio(p1::fd_close(ctx, mem, fd)))??;
     if r == 0 {
         caller.data_mut().files.forget(fd as u32);
+        mounts::root_closed(&mut caller, fd);
     }
     Ok(r)
 }
 
 fn fd_renumber(mut caller: Caller<'_, HostState>, from: i32, to: i32) -> wasmtime::Result<i32> {
+    if let Some(r) = mounts::fd_renumber(&mut caller, from, to) {
+        return r;
+    }
     let r = with_wasi(&mut caller, |ctx, mem| in_tokio(p1::fd_renumber(ctx, mem, from, to)))??;
     if r == 0 && from != to {
         let files = &mut caller.data_mut().files;
@@ -428,6 +469,9 @@ fn path_symlink(
     new_path: i32,
     new_len: i32,
 ) -> wasmtime::Result<i32> {
+    if let Some(r) = mounts::path_symlink(&mut caller, fd) {
+        return r;
+    }
     // Longer than PATH_MAX is never a valid target; refusing it first keeps this scan short.
     if old_len as u32 > 4096 {
         return Ok(errno(Errno::Nametoolong));
@@ -448,6 +492,9 @@ fn path_symlink(
 }
 
 fn path_create_directory(mut caller: Caller<'_, HostState>, fd: i32, path: i32, path_len: i32) -> wasmtime::Result<i32> {
+    if let Some(r) = mounts::path_create_directory(&mut caller, fd, path, path_len) {
+        return r;
+    }
     if let Some(e) = creation_refused(&caller) {
         return Ok(e);
     }
@@ -467,6 +514,9 @@ fn path_link(
     new_path: i32,
     new_len: i32,
 ) -> wasmtime::Result<i32> {
+    if let Some(r) = mounts::path_link(&mut caller, old_fd, new_fd) {
+        return r;
+    }
     if let Some(e) = creation_refused(&caller) {
         return Ok(e);
     }
@@ -475,6 +525,155 @@ fn path_link(
     })??;
     count_created(&mut caller, r);
     Ok(r)
+}
+
+// Calls that only mounts change: a mount's answer, else wasmtime-wasi's.
+
+fn fd_read(mut caller: Caller<'_, HostState>, fd: i32, iovs: i32, iovs_len: i32, nread: i32) -> wasmtime::Result<i32> {
+    if let Some(r) = mounts::fd_read(&mut caller, fd, iovs, iovs_len, nread) {
+        return r;
+    }
+    with_wasi(&mut caller, |ctx, mem| in_tokio(p1::fd_read(ctx, mem, fd, iovs, iovs_len, nread)))?
+}
+
+fn fd_pread(mut caller: Caller<'_, HostState>, fd: i32, iovs: i32, iovs_len: i32, offset: i64, nread: i32) -> wasmtime::Result<i32> {
+    if let Some(r) = mounts::fd_pread(&mut caller, fd, iovs, iovs_len, offset, nread) {
+        return r;
+    }
+    with_wasi(&mut caller, |ctx, mem| in_tokio(p1::fd_pread(ctx, mem, fd, iovs, iovs_len, offset, nread)))?
+}
+
+fn fd_tell(mut caller: Caller<'_, HostState>, fd: i32, out: i32) -> wasmtime::Result<i32> {
+    if let Some(r) = mounts::fd_tell(&mut caller, fd, out) {
+        return r;
+    }
+    with_wasi(&mut caller, |ctx, mem| p1::fd_tell(ctx, mem, fd, out))?
+}
+
+fn fd_filestat_get(mut caller: Caller<'_, HostState>, fd: i32, buf: i32) -> wasmtime::Result<i32> {
+    if let Some(r) = mounts::fd_filestat_get(&mut caller, fd, buf) {
+        return r;
+    }
+    with_wasi(&mut caller, |ctx, mem| in_tokio(p1::fd_filestat_get(ctx, mem, fd, buf)))?
+}
+
+fn fd_fdstat_get(mut caller: Caller<'_, HostState>, fd: i32, buf: i32) -> wasmtime::Result<i32> {
+    if let Some(r) = mounts::fd_fdstat_get(&mut caller, fd, buf) {
+        return r;
+    }
+    with_wasi(&mut caller, |ctx, mem| in_tokio(p1::fd_fdstat_get(ctx, mem, fd, buf)))?
+}
+
+fn fd_fdstat_set_flags(mut caller: Caller<'_, HostState>, fd: i32, flags: i32) -> wasmtime::Result<i32> {
+    if let Some(r) = mounts::fd_fdstat_set_flags(&mut caller, fd, flags) {
+        return r;
+    }
+    with_wasi(&mut caller, |ctx, mem| p1::fd_fdstat_set_flags(ctx, mem, fd, flags))?
+}
+
+fn fd_filestat_set_times(mut caller: Caller<'_, HostState>, fd: i32, atim: i64, mtim: i64, flags: i32) -> wasmtime::Result<i32> {
+    if let Some(r) = mounts::fd_filestat_set_times(&mut caller, fd) {
+        return r;
+    }
+    with_wasi(&mut caller, |ctx, mem| in_tokio(p1::fd_filestat_set_times(ctx, mem, fd, atim, mtim, flags)))?
+}
+
+fn fd_readdir(mut caller: Caller<'_, HostState>, fd: i32, buf: i32, buf_len: i32, cookie: i64, bufused: i32) -> wasmtime::Result<i32> {
+    if let Some(r) = mounts::fd_readdir(&mut caller, fd, buf, buf_len, cookie, bufused) {
+        return r;
+    }
+    with_wasi(&mut caller, |ctx, mem| in_tokio(p1::fd_readdir(ctx, mem, fd, buf, buf_len, cookie, bufused)))?
+}
+
+fn fd_sync(mut caller: Caller<'_, HostState>, fd: i32) -> wasmtime::Result<i32> {
+    if let Some(r) = mounts::fd_sync(&mut caller, fd) {
+        return r;
+    }
+    with_wasi(&mut caller, |ctx, mem| in_tokio(p1::fd_sync(ctx, mem, fd)))?
+}
+
+fn fd_datasync(mut caller: Caller<'_, HostState>, fd: i32) -> wasmtime::Result<i32> {
+    if let Some(r) = mounts::fd_sync(&mut caller, fd) {
+        return r;
+    }
+    with_wasi(&mut caller, |ctx, mem| in_tokio(p1::fd_datasync(ctx, mem, fd)))?
+}
+
+fn fd_advise(mut caller: Caller<'_, HostState>, fd: i32, offset: i64, len: i64, advice: i32) -> wasmtime::Result<i32> {
+    if let Some(r) = mounts::fd_advise(&mut caller, fd) {
+        return r;
+    }
+    with_wasi(&mut caller, |ctx, mem| in_tokio(p1::fd_advise(ctx, mem, fd, offset, len, advice)))?
+}
+
+fn path_filestat_get(mut caller: Caller<'_, HostState>, fd: i32, flags: i32, path: i32, path_len: i32, buf: i32) -> wasmtime::Result<i32> {
+    if let Some(r) = mounts::path_filestat_get(&mut caller, fd, path, path_len, buf) {
+        return r;
+    }
+    with_wasi(&mut caller, |ctx, mem| in_tokio(p1::path_filestat_get(ctx, mem, fd, flags, path, path_len, buf)))?
+}
+
+#[expect(clippy::too_many_arguments, reason = "the WASI signature")]
+fn path_filestat_set_times(
+    mut caller: Caller<'_, HostState>,
+    fd: i32,
+    flags: i32,
+    path: i32,
+    path_len: i32,
+    atim: i64,
+    mtim: i64,
+    fst_flags: i32,
+) -> wasmtime::Result<i32> {
+    if let Some(r) = mounts::path_filestat_set_times(&mut caller, fd, path, path_len) {
+        return r;
+    }
+    with_wasi(&mut caller, |ctx, mem| {
+        in_tokio(p1::path_filestat_set_times(ctx, mem, fd, flags, path, path_len, atim, mtim, fst_flags))
+    })?
+}
+
+fn path_remove_directory(mut caller: Caller<'_, HostState>, fd: i32, path: i32, path_len: i32) -> wasmtime::Result<i32> {
+    if let Some(r) = mounts::path_remove_directory(&mut caller, fd, path, path_len) {
+        return r;
+    }
+    with_wasi(&mut caller, |ctx, mem| in_tokio(p1::path_remove_directory(ctx, mem, fd, path, path_len)))?
+}
+
+fn path_unlink_file(mut caller: Caller<'_, HostState>, fd: i32, path: i32, path_len: i32) -> wasmtime::Result<i32> {
+    if let Some(r) = mounts::path_unlink_file(&mut caller, fd, path, path_len) {
+        return r;
+    }
+    with_wasi(&mut caller, |ctx, mem| in_tokio(p1::path_unlink_file(ctx, mem, fd, path, path_len)))?
+}
+
+fn path_rename(
+    mut caller: Caller<'_, HostState>,
+    fd: i32,
+    old: i32,
+    old_len: i32,
+    new_fd: i32,
+    new: i32,
+    new_len: i32,
+) -> wasmtime::Result<i32> {
+    if let Some(r) = mounts::path_rename(&mut caller, fd, old, old_len, new_fd, new, new_len) {
+        return r;
+    }
+    with_wasi(&mut caller, |ctx, mem| in_tokio(p1::path_rename(ctx, mem, fd, old, old_len, new_fd, new, new_len)))?
+}
+
+fn path_readlink(
+    mut caller: Caller<'_, HostState>,
+    fd: i32,
+    path: i32,
+    path_len: i32,
+    buf: i32,
+    buf_len: i32,
+    used: i32,
+) -> wasmtime::Result<i32> {
+    if let Some(r) = mounts::path_readlink(&mut caller, fd, path, path_len, buf, buf_len, used) {
+        return r;
+    }
+    with_wasi(&mut caller, |ctx, mem| in_tokio(p1::path_readlink(ctx, mem, fd, path, path_len, buf, buf_len, used)))?
 }
 
 #[cfg(test)]

@@ -18,6 +18,8 @@ pub(crate) struct HostState {
     pub(crate) door: Option<Arc<dyn Door>>,
     /// What the guest has written to files and holds open (files.rs).
     pub(crate) files: crate::files::FileState,
+    /// The run's mounts, if it has any (mounts/mod.rs).
+    pub(crate) mounts: Option<Box<crate::mounts::MountTable>>,
     /// Set right after instantiation.
     pub(crate) memory: Option<Memory>,
     pub(crate) alloc: Option<TypedFunc<i32, i32>>,

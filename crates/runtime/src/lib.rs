@@ -27,6 +27,7 @@ mod engine;
 mod error;
 mod files;
 mod host;
+mod mounts;
 mod output;
 mod run;
 mod session;
@@ -40,6 +41,10 @@ mod wait;
 pub use artifacts::{ARTIFACTS_ENV, Artifacts, DIST_COMMAND, MANIFEST_MAGIC};
 pub use config::{Grant, Limits, MIN_MEMORY_BYTES, Preload, RunConfig};
 pub use snapshot::{default_preload, preopen_table};
+pub use mounts::{
+    Change, DEFAULT_FILE_TIMEOUT, DEFAULT_MAX_FILE_CALLS, Errno, FileError, FileFault, FileKind, FileProvider, FileRecord, MemoryFiles,
+    Mount, RECORD_LIMIT, Stat,
+};
 pub use door::{CallContext, Door, DoorAnswer};
 pub use engine::{CACHE_ENV, Flavour, WASMTIME_VERSION, default_cache_dir};
 pub use error::Error;

@@ -94,6 +94,8 @@ pub struct Completed {
     /// Bytes the guest wrote to files (`/tmp`, its working folder, writable grants), the
     /// growth of files it extended included; what [`crate::Limits::file_write_bytes`] caps.
     pub file_bytes_written: u64,
+    /// What the run's mounts did; `None` without mounts.
+    pub files: Option<crate::mounts::FileRecord>,
     pub duration: Duration,
 }
 
@@ -347,13 +349,28 @@ pub(crate) fn new_guest(
         let guest = format!("/usr/local/lib/{}/matplotlib/mpl-data", artifacts.stdlib_name());
         preopen(&mut b, mpl, &guest, FsPerms::ReadOnly)?;
     }
+    // Preopens are numbered from 3 in this order; a mount's number routes its calls.
+    let mut preopens = 1 + u32::from(artifacts.mpl_data().is_some());
     preopen(&mut b, &tmp.tmp(), "/tmp", FsPerms::ReadWrite)?;
-    if !grants.iter().any(|(_, guest, _)| guest == WORKDIR) {
+    preopens += 1;
+    let work_taken = grants.iter().any(|(_, guest, _)| guest == WORKDIR) || config.mounts.iter().any(|m| m.guest_path == WORKDIR);
+    if !work_taken {
         preopen(&mut b, &tmp.work(), WORKDIR, FsPerms::ReadWrite)?;
+        preopens += 1;
     }
     for (host, guest, writable) in grants {
         let perms = if *writable { FsPerms::ReadWrite } else { FsPerms::ReadOnly };
         preopen(&mut b, host, guest, perms)?;
+        preopens += 1;
+    }
+    let mut mounted = Vec::with_capacity(config.mounts.len());
+    if !config.mounts.is_empty() {
+        let empty = tmp.empty()?;
+        for m in &config.mounts {
+            preopen(&mut b, &empty, &m.guest_path, FsPerms::ReadOnly)?;
+            mounted.push((m.clone(), 3 + preopens));
+            preopens += 1;
+        }
     }
     let wasi = b.build_p1();
 
@@ -373,6 +390,7 @@ pub(crate) fn new_guest(
         },
         door: config.door.clone(),
         files: FileState::new(limits.file_write_bytes, limits.max_open_files),
+        mounts: (!mounted.is_empty()).then(|| Box::new(crate::mounts::MountTable::new(mounted, limits.max_file_calls))),
         memory: None,
         alloc: None,
         mono_origin,
@@ -487,6 +505,11 @@ fn run_on_this_thread(
         Ok(code) => (Some(exit_status(code)), None),
         Err(e) => classify(&e),
     };
+    // Whatever the ending, what the guest wrote to mounts and did not close reaches them.
+    let files = store.data_mut().mounts.as_deref_mut().map(|t| {
+        t.flush_all();
+        std::mem::take(&mut t.record)
+    });
     let (stdout, out_t) = stdout.take();
     let (stderr, err_t) = stderr.take();
     let file_bytes_written = store.data().files.written();
@@ -501,6 +524,7 @@ fn run_on_this_thread(
         },
         fuel_used,
         file_bytes_written,
+        files,
         duration: started.elapsed(),
     }));
     // Only now, with the caller holding its result: resetting the store's pool slot

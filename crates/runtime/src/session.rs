@@ -519,6 +519,8 @@ impl Live {
                 (code, None) => (code, None, Some(SessionEnd::Closed)),
             },
         };
+        // Each turn reports its own mount calls; files stay staged while open.
+        let files = self.guest.store.data_mut().mounts.as_deref_mut().map(|t| std::mem::take(&mut t.record));
         let (stdout, out_t) = self.guest.stdout.take();
         let (stderr, err_t) = self.guest.stderr.take();
         let done = Completed {
@@ -529,6 +531,7 @@ impl Live {
             truncated: Truncated { stdout: out_t, stderr: err_t },
             fuel_used,
             file_bytes_written: self.guest.store.data().files.written(),
+            files,
             duration: started.elapsed(),
         };
         (done, end)
@@ -554,6 +557,10 @@ impl Live {
             Ok(v) => (Some(v), None),
             Err(e) => run::classify(&e),
         };
+        let files = self.guest.store.data_mut().mounts.as_deref_mut().map(|t| {
+            t.flush_all();
+            std::mem::take(&mut t.record)
+        });
         let (stdout, out_t) = self.guest.stdout.take();
         let (stderr, err_t) = self.guest.stderr.take();
         Completed {
@@ -564,7 +571,18 @@ impl Live {
             truncated: Truncated { stdout: out_t, stderr: err_t },
             fuel_used: None,
             file_bytes_written: self.guest.store.data().files.written(),
+            files,
             duration: started.elapsed(),
+        }
+    }
+}
+
+impl Drop for Live {
+    /// However the session ends (idle, lifetime, a trap, exit), what the guest wrote to
+    /// its mounts and did not close reaches them.
+    fn drop(&mut self) {
+        if let Some(t) = self.guest.store.data_mut().mounts.as_deref_mut() {
+            t.flush_all();
         }
     }
 }

@@ -67,6 +67,16 @@ impl TempDir {
     pub(crate) fn work(&self) -> PathBuf {
         self.root.join("work")
     }
+
+    /// An empty folder: what wasmtime-wasi preopens at each mount's guest path (the
+    /// calls under it are answered by the mount, see mounts/mod.rs).
+    pub(crate) fn empty(&self) -> Result<PathBuf, Error> {
+        let p = self.root.join("mnt");
+        if !p.is_dir() {
+            std::fs::create_dir(&p).map_err(|e| Error::io(format!("creating {}", p.display()), e))?;
+        }
+        Ok(p)
+    }
 }
 
 impl Drop for TempDir {

@@ -6,6 +6,7 @@
 mod door;
 mod files;
 mod limits;
+mod mounts;
 mod programs;
 mod sandbox;
 mod snapshot;

@@ -1,0 +1,453 @@
+//! Mounts: guest folders whose files the embedder's code serves ([`FileProvider`]).
+//!
+//! How a mount reaches the guest (docs/files.md has the user's view):
+//! - Each mount is a preopen of an empty host folder at its guest path (run.rs), so
+//!   wasmtime-wasi owns its descriptor number and answers `fd_prestat_*`, and wasi-libc
+//!   sends every path under the guest path to it (longest prefix wins).
+//! - The preview 1 calls that take a descriptor or a folder descriptor are shadowed
+//!   (files.rs); each first asks [`MountTable::route`] whether the descriptor is a
+//!   mount's root or one of ours, and if so answers it here (calls.rs) instead of
+//!   wasmtime-wasi. Files and folders opened under a mount get our own numbers, from
+//!   [`FD_BASE`] up, which wasmtime-wasi never hands out.
+//! - A file's content is read from the provider once, at open, and staged here: reads,
+//!   writes, seeks and truncations work on the staged bytes, and the whole content goes
+//!   back through `write` when the last descriptor of a changed file closes, on
+//!   `fsync`, and at the run's end whatever its ending.
+//! - Provider calls run on a thread of their own, bounded by the mount's timeout and
+//!   the run's deadline and cancel, except for providers that say they are `inline`
+//!   (the built-in [`MemoryFiles`]). Each run may make `max_file_calls` of them.
+
+pub(crate) mod calls;
+pub(crate) mod dirent;
+pub(crate) mod memory;
+pub(crate) mod path;
+pub(crate) mod provider;
+
+use std::collections::{BTreeMap, HashMap};
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, mpsc};
+use std::time::{Duration, Instant};
+
+use bytes::Bytes;
+use parking_lot::Mutex;
+
+pub use memory::{Change, MemoryFiles};
+pub use provider::{Errno, FileError, FileKind, FileProvider, Stat};
+
+use crate::stop::StopState;
+
+/// The first descriptor number of a file or folder opened under a mount. wasmtime-wasi
+/// numbers its own from 3 up and the guest may hold at most `max_open_files`, so the
+/// two ranges never meet.
+pub(crate) const FD_BASE: u32 = 1 << 30;
+/// The default of `max_file_calls`: provider calls a run may make.
+pub const DEFAULT_MAX_FILE_CALLS: u64 = 10_000;
+/// The default timeout of one provider call.
+pub const DEFAULT_FILE_TIMEOUT: Duration = Duration::from_secs(30);
+/// The record keeps this many faults and refused writes, and counts the rest.
+pub const RECORD_LIMIT: usize = 1_000;
+/// Provider calls that timed out but still run, across the process; past it, a call
+/// that would need a thread fails with EIO at once.
+const MAX_ABANDONED: usize = 8;
+static ABANDONED: AtomicUsize = AtomicUsize::new(0);
+
+/// A guest folder served by a provider.
+#[derive(Clone)]
+pub struct Mount {
+    pub provider: Arc<dyn FileProvider>,
+    /// Absolute and normalised: `/data`, `/work/in`.
+    pub guest_path: String,
+    /// Whether the guest may change it (the provider's write half is used).
+    pub writable: bool,
+    /// The longest one provider call may take (default 30 s); the guest then gets ETIMEDOUT.
+    pub timeout: Duration,
+}
+
+impl Mount {
+    pub fn new(provider: Arc<dyn FileProvider>, guest_path: impl Into<String>, writable: bool) -> Mount {
+        Mount { provider, guest_path: guest_path.into(), writable, timeout: DEFAULT_FILE_TIMEOUT }
+    }
+    pub fn timeout(mut self, timeout: Duration) -> Mount {
+        self.timeout = timeout;
+        self
+    }
+}
+
+impl std::fmt::Debug for Mount {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Mount")
+            .field("guest_path", &self.guest_path)
+            .field("writable", &self.writable)
+            .field("timeout", &self.timeout)
+            .finish_non_exhaustive()
+    }
+}
+
+/// One provider call that failed by a fault (not a refusal), or a write that did not land.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct FileFault {
+    /// The provider method: "stat", "list", "read", "write", "mkdir", "remove", "rmdir", "rename".
+    pub method: String,
+    /// The mount's guest path joined with the path inside it.
+    pub path: String,
+    /// What went wrong: the provider's exception (type and first line), "timed out",
+    /// "cancelled", or an errno name for a refused write.
+    pub error: String,
+}
+
+/// What a run's mounts did: the provider calls by method, and what failed.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct FileRecord {
+    /// Provider calls made, by method.
+    pub calls: BTreeMap<String, u64>,
+    /// All provider calls made.
+    pub total: u64,
+    /// Calls refused because `max_file_calls` was spent (the guest got EIO).
+    pub refused_calls: u64,
+    /// The first [`RECORD_LIMIT`] faults: exceptions, timeouts.
+    pub faults: Vec<FileFault>,
+    pub faults_total: u64,
+    /// The first [`RECORD_LIMIT`] writes (whole files handed to `write`, folder changes
+    /// included) that the provider refused or failed.
+    pub refused_writes: Vec<FileFault>,
+    pub refused_writes_total: u64,
+    /// Whole files handed to `write` that landed, and their bytes.
+    pub files_written: u64,
+    pub bytes_written: u64,
+}
+
+impl FileRecord {
+    fn fault(&mut self, f: FileFault) {
+        self.faults_total += 1;
+        if self.faults.len() < RECORD_LIMIT {
+            self.faults.push(f);
+        }
+    }
+    fn refused_write(&mut self, f: FileFault) {
+        self.refused_writes_total += 1;
+        if self.refused_writes.len() < RECORD_LIMIT {
+            self.refused_writes.push(f);
+        }
+    }
+}
+
+/// A file's content while the guest has it open: shared by all its descriptors.
+#[derive(Debug)]
+pub(crate) struct Node {
+    pub(crate) content: Content,
+    /// Changed since it was read or last handed to `write`.
+    pub(crate) dirty: bool,
+    pub(crate) opens: usize,
+    pub(crate) mtime_ns: u64,
+}
+
+#[derive(Debug)]
+pub(crate) enum Content {
+    /// As the provider gave it (no copy).
+    Clean(Bytes),
+    /// Changed by the guest.
+    Staged(Vec<u8>),
+}
+
+impl Content {
+    pub(crate) fn bytes(&self) -> &[u8] {
+        match self {
+            Content::Clean(b) => b,
+            Content::Staged(v) => v,
+        }
+    }
+    /// The content to change, copied out of the provider's bytes on the first change.
+    pub(crate) fn staged(&mut self) -> &mut Vec<u8> {
+        if let Content::Clean(b) = self {
+            *self = Content::Staged(b.to_vec());
+        }
+        match self {
+            Content::Staged(v) => v,
+            Content::Clean(_) => unreachable!("made staged above"),
+        }
+    }
+}
+
+/// A descriptor the guest opened under a mount.
+#[derive(Debug)]
+pub(crate) enum Open {
+    Dir {
+        mount: usize,
+        path: String,
+        /// The listing a `fd_readdir` from cookie 0 took, for the later cookies.
+        listing: Option<Arc<Vec<dirent::Entry>>>,
+    },
+    File {
+        mount: usize,
+        path: String,
+        node: Arc<Mutex<Node>>,
+        pos: u64,
+        read: bool,
+        write: bool,
+        append: bool,
+    },
+}
+
+/// Where a descriptor leads.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Route {
+    /// Not a mount's: wasmtime-wasi answers.
+    Wasi,
+    /// The root of mount `.0` (its placeholder preopen).
+    Root(usize),
+    /// One of ours (≥ [`FD_BASE`]).
+    Ours,
+}
+
+#[derive(Debug)]
+pub(crate) struct Mounted {
+    pub(crate) mount: Mount,
+    /// The placeholder preopen's number, until the guest closes it.
+    pub(crate) root_fd: Option<u32>,
+}
+
+/// A run's mounts and what the guest holds open in them.
+#[derive(Debug)]
+pub(crate) struct MountTable {
+    pub(crate) mounts: Vec<Mounted>,
+    pub(crate) fds: HashMap<u32, Open>,
+    free: Vec<u32>,
+    next: u32,
+    /// Open files' content by (mount, path), so two descriptors of a file see each other's writes.
+    pub(crate) nodes: HashMap<(usize, String), Arc<Mutex<Node>>>,
+    /// Provider `stat` answers, refusals included, until something changes in the mount.
+    cache: HashMap<(usize, String), Result<Stat, Errno>>,
+    max_calls: Option<u64>,
+    pub(crate) record: FileRecord,
+}
+
+impl MountTable {
+    /// `roots`: each mount with its placeholder preopen's number.
+    pub(crate) fn new(mounts: Vec<(Mount, u32)>, max_calls: Option<u64>) -> MountTable {
+        MountTable {
+            mounts: mounts.into_iter().map(|(mount, fd)| Mounted { mount, root_fd: Some(fd) }).collect(),
+            fds: HashMap::new(),
+            free: Vec::new(),
+            next: FD_BASE,
+            nodes: HashMap::new(),
+            cache: HashMap::new(),
+            max_calls,
+            record: FileRecord::default(),
+        }
+    }
+
+    pub(crate) fn route(&self, fd: u32) -> Route {
+        if fd >= FD_BASE {
+            return Route::Ours;
+        }
+        match self.mounts.iter().position(|m| m.root_fd == Some(fd)) {
+            Some(i) => Route::Root(i),
+            None => Route::Wasi,
+        }
+    }
+
+    pub(crate) fn insert(&mut self, open: Open) -> u32 {
+        let fd = self.free.pop().unwrap_or_else(|| {
+            let fd = self.next;
+            self.next += 1;
+            fd
+        });
+        self.fds.insert(fd, open);
+        fd
+    }
+
+    pub(crate) fn release(&mut self, fd: u32) -> Option<Open> {
+        let open = self.fds.remove(&fd)?;
+        self.free.push(fd);
+        Some(open)
+    }
+
+    /// The guest path of `path` in mount `m`, for the record.
+    pub(crate) fn guest_path(&self, m: usize, path: &str) -> String {
+        let root = &self.mounts[m].mount.guest_path;
+        if path == "/" { root.clone() } else { format!("{root}{path}") }
+    }
+
+    pub(crate) fn forget_cached(&mut self, m: usize) {
+        self.cache.retain(|(mount, _), _| *mount != m);
+    }
+
+    /// `stat` from the cache, else from the provider (and cached).
+    pub(crate) fn stat(&mut self, m: usize, path: &str, stop: &StopState) -> Result<Stat, Errno> {
+        if let Some(r) = self.cache.get(&(m, path.to_owned())) {
+            return *r;
+        }
+        let p = path.to_owned();
+        let r = self.invoke(m, "stat", path, stop, move |f| f.stat(&p));
+        if matches!(r, Ok(_) | Err(Errno::Noent | Errno::Notdir)) && self.cache.len() < 100_000 {
+            self.cache.insert((m, path.to_owned()), r);
+        }
+        r
+    }
+
+    /// One provider call, counted, bounded and recorded.
+    pub(crate) fn invoke<T: Send + 'static>(
+        &mut self,
+        m: usize,
+        method: &'static str,
+        path: &str,
+        stop: &StopState,
+        f: impl FnOnce(&dyn FileProvider) -> Result<T, FileError> + Send + 'static,
+    ) -> Result<T, Errno> {
+        if self.max_calls.is_some_and(|cap| self.record.total >= cap) {
+            self.record.refused_calls += 1;
+            return Err(Errno::Io);
+        }
+        self.record.total += 1;
+        *self.record.calls.entry(method.to_owned()).or_default() += 1;
+        let mount = &self.mounts[m].mount;
+        let r = if mount.provider.inline() {
+            Ok(f(&*mount.provider))
+        } else {
+            let until = Instant::now() + mount.timeout;
+            let until = stop.deadline.map_or(until, |d| until.min(d.checked_sub(crate::DEADLINE_MARGIN).unwrap_or(d)));
+            on_thread(mount.provider.clone(), f, until, stop)
+        };
+        let (errno, text) = match r {
+            Ok(Ok(v)) => return Ok(v),
+            Ok(Err(FileError::Errno(e))) => return Err(e),
+            Ok(Err(FileError::Fault(text))) => (Errno::Io, text),
+            Err(Unanswered::TimedOut) => (Errno::Timedout, "timed out".to_owned()),
+            Err(Unanswered::Cancelled) => (Errno::Io, "stopped: the run's deadline or cancel".to_owned()),
+            Err(Unanswered::NoThread(why)) => (Errno::Io, why.to_owned()),
+        };
+        let path = self.guest_path(m, path);
+        self.record.fault(FileFault { method: method.to_owned(), path, error: text });
+        Err(errno)
+    }
+
+    /// Hands a changed file's whole content to the provider; the outcome is recorded.
+    pub(crate) fn flush(&mut self, m: usize, path: &str, node: &Arc<Mutex<Node>>, stop: &StopState) -> Result<(), Errno> {
+        let data = {
+            let mut n = node.lock();
+            if !n.dirty {
+                return Ok(());
+            }
+            n.dirty = false;
+            match &mut n.content {
+                Content::Clean(b) => b.clone(),
+                Content::Staged(v) => {
+                    // Hand over the bytes without a copy; keep them for further reads.
+                    let b = Bytes::from(std::mem::take(v));
+                    n.content = Content::Clean(b.clone());
+                    b
+                }
+            }
+        };
+        let len = data.len() as u64;
+        let p = path.to_owned();
+        let r = self.invoke(m, "write", path, stop, move |f| f.write(&p, data));
+        self.forget_cached(m);
+        match r {
+            Ok(()) => {
+                self.record.files_written += 1;
+                self.record.bytes_written += len;
+                Ok(())
+            }
+            Err(e) => {
+                node.lock().dirty = true;
+                let path = self.guest_path(m, path);
+                self.record.refused_write(FileFault { method: "write".into(), path, error: e.name() });
+                Err(e)
+            }
+        }
+    }
+
+    /// A folder change (mkdir, remove, rmdir, rename) went wrong: recorded as a refused write.
+    pub(crate) fn refused_change(&mut self, m: usize, method: &str, path: &str, e: Errno) {
+        let path = self.guest_path(m, path);
+        self.record.refused_write(FileFault { method: method.into(), path, error: e.name() });
+    }
+
+    /// At the run's end, whatever its ending: every changed file still open is handed
+    /// to its provider. The run's deadline and cancel no longer hold: each write has
+    /// its mount's timeout.
+    pub(crate) fn flush_all(&mut self) {
+        let stop = StopState { deadline: None, cancel: crate::CancelToken::new() };
+        let mut dirty: Vec<_> = self
+            .nodes
+            .iter()
+            .filter(|(_, n)| n.lock().dirty)
+            .map(|((m, p), n)| (*m, p.clone(), n.clone()))
+            .collect();
+        dirty.sort_by(|a, b| (a.0, &a.1).cmp(&(b.0, &b.1)));
+        for (m, path, node) in dirty {
+            let _ = self.flush(m, &path, &node, &stop);
+        }
+    }
+}
+
+/// Why a call on its own thread gave no answer.
+enum Unanswered {
+    TimedOut,
+    Cancelled,
+    NoThread(&'static str),
+}
+
+/// Runs `f` on a thread of its own, waiting until `until` or the run's cancel; a call
+/// still running then is abandoned (it runs on; its answer is dropped).
+fn on_thread<T: Send + 'static>(
+    provider: Arc<dyn FileProvider>,
+    f: impl FnOnce(&dyn FileProvider) -> Result<T, FileError> + Send + 'static,
+    until: Instant,
+    stop: &StopState,
+) -> Result<Result<T, FileError>, Unanswered> {
+    if ABANDONED.load(Ordering::Acquire) >= MAX_ABANDONED {
+        return Err(Unanswered::NoThread("too many earlier file calls are still running"));
+    }
+    let (tx, rx) = mpsc::sync_channel(1);
+    let abandoned = Arc::new(Mutex::new(false));
+    let gave_up = abandoned.clone();
+    let spawned = std::thread::Builder::new().name("wasi-python-file".into()).spawn(move || {
+        let p = provider.clone();
+        provider.enter_thread(Box::new(move || {
+            let _ = tx.send(f(&*p));
+        }));
+        let mut a = gave_up.lock();
+        if *a {
+            ABANDONED.fetch_sub(1, Ordering::AcqRel);
+            *a = false;
+        }
+    });
+    if spawned.is_err() {
+        return Err(Unanswered::NoThread("no thread could be started for the call"));
+    }
+    let abandon = |why: Unanswered| {
+        *abandoned.lock() = true;
+        ABANDONED.fetch_add(1, Ordering::AcqRel);
+        why
+    };
+    loop {
+        let now = Instant::now();
+        if now >= until {
+            return match rx.try_recv() {
+                Ok(r) => Ok(r),
+                Err(_) => Err(abandon(Unanswered::TimedOut)),
+            };
+        }
+        match rx.recv_timeout((until - now).min(Duration::from_millis(2))) {
+            Ok(r) => return Ok(r),
+            Err(mpsc::RecvTimeoutError::Disconnected) => {
+                return Err(Unanswered::NoThread("the call's thread ended without an answer"));
+            }
+            Err(mpsc::RecvTimeoutError::Timeout) => {
+                if stop.check().is_some() {
+                    return Err(abandon(Unanswered::Cancelled));
+                }
+            }
+        }
+    }
+}
+
+/// Nanoseconds since the Unix epoch, now.
+pub(crate) fn now_ns() -> u64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_nanos() as u64)
+        .unwrap_or(0)
+}

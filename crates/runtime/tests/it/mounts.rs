@@ -1,0 +1,157 @@
+//! Mounts served by a provider: the guest's `open`, `os.listdir`, `os.stat` and friends
+//! on files that live in the embedder's code.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use bytes::Bytes;
+use parking_lot::Mutex;
+use wasi_python_runtime::{Errno, FileError, FileKind, FileProvider, MemoryFiles, Mount, RunConfig, Stat};
+
+use crate::{run, runtime, text};
+
+fn memory(files: &[(&str, &[u8])], writable: bool) -> Arc<MemoryFiles> {
+    Arc::new(MemoryFiles::new(files.iter().map(|(p, b)| (p.to_string(), Bytes::copy_from_slice(b))), writable).unwrap())
+}
+
+fn mounted(code: &str, m: &Arc<MemoryFiles>, writable: bool) -> wasi_python_runtime::Completed {
+    run(RunConfig::new(["-c", code]).mount(Mount::new(m.clone(), "/data", writable)))
+}
+
+#[test]
+fn a_mounted_file_reads_lists_and_stats() {
+    let m = memory(&[("in.csv", b"a,b\n1,2\n"), ("sub/x.txt", b"x")], false);
+    let code = "import os; print(open('/data/in.csv').read(), end=''); print(sorted(os.listdir('/data')), os.listdir('/data/sub')); \
+                st = os.stat('/data/in.csv'); print(st.st_size, os.path.isdir('/data/sub'), os.path.isfile('/data/sub/x.txt'), os.path.exists('/data/nope'))";
+    let done = mounted(code, &m, false);
+    assert_eq!(done.exit_code, Some(0), "{}", text(&done.stderr));
+    assert_eq!(text(&done.stdout), "a,b\n1,2\n['in.csv', 'sub'] ['x.txt']\n8 True True False\n");
+    let rec = done.files.expect("a record with mounts");
+    assert!(rec.total > 0 && rec.faults.is_empty(), "{rec:?}");
+}
+
+#[test]
+fn descriptors_above_two_to_the_thirty_work_in_the_guest() {
+    let m = memory(&[("f", b"0123456789")], false);
+    let code = "import os; fd = os.open('/data/f', os.O_RDONLY); print(fd >= 1 << 30, os.read(fd, 3), os.lseek(fd, 5, 0), os.read(fd, 100), os.fstat(fd).st_size, os.pread(fd, 2, 1)); os.close(fd)";
+    let done = mounted(code, &m, false);
+    assert_eq!(done.exit_code, Some(0), "{}", text(&done.stderr));
+    assert_eq!(text(&done.stdout), "True b'012' 5 b'56789' 10 b'12'\n");
+}
+
+#[test]
+fn writes_reach_the_provider_at_close_and_the_working_folder_can_be_a_mount() {
+    let m = memory(&[], true);
+    let code = "import os; open('out.csv', 'w').write('a,b\\n'); os.mkdir('d'); open('d/x', 'wb').write(b'xyz'); \
+                f = open('log', 'a'); f.write('1'); f.close(); f = open('log', 'a'); f.write('2'); f.close(); \
+                os.rename('out.csv', 'moved.csv'); print(sorted(os.listdir('.')), os.getcwd())";
+    let done = run(RunConfig::new(["-c", code]).mount(Mount::new(m.clone(), "/out", true)).workdir("/out"));
+    assert_eq!(done.exit_code, Some(0), "{}", text(&done.stderr));
+    assert_eq!(text(&done.stdout), "['d', 'log', 'moved.csv'] /out\n");
+    let files: Vec<(String, Vec<u8>)> = m.files().into_iter().map(|(p, b)| (p, b.to_vec())).collect();
+    assert_eq!(
+        files,
+        vec![("/d/x".into(), b"xyz".to_vec()), ("/log".into(), b"12".to_vec()), ("/moved.csv".into(), b"a,b\n".to_vec())]
+    );
+}
+
+#[test]
+fn what_the_guest_did_not_close_reaches_the_provider_at_the_end_whatever_the_ending() {
+    for (ending, tail) in [("exit", "import os; os._exit(3)"), ("deadline", "while True: pass"), ("exception", "1/0")] {
+        let m = memory(&[], true);
+        let code = format!("f = open('/data/unclosed.txt', 'w'); f.write('kept'); f.flush()\n{tail}");
+        // Not `run`, which sets a 30 s deadline.
+        let cfg = RunConfig::new(["-c", &code]).mount(Mount::new(m.clone(), "/data", true)).deadline(Some(Duration::from_millis(500)));
+        let done = runtime().run(cfg).unwrap();
+        if ending == "deadline" {
+            assert_eq!(done.trapped, Some(wasi_python_runtime::Trapped::Deadline));
+        }
+        let files: Vec<_> = m.files().into_iter().map(|(p, b)| (p, b.to_vec())).collect();
+        assert_eq!(files, vec![("/unclosed.txt".into(), b"kept".to_vec())], "{ending}: {}", text(&done.stderr));
+    }
+}
+
+#[test]
+fn the_mount_cannot_be_left_by_dotdot_and_a_readonly_mount_refuses_writes() {
+    let m = memory(&[("f", b"x")], false);
+    let code = "import os\nfor p in ['/data/../etc', '/data/sub/../../x', '/data/..']:\n    try:\n        print(p, sorted(os.listdir(p))[:3])\n    except OSError as e:\n        print(p, type(e).__name__)\n\
+                try:\n    open('/data/new', 'w')\nexcept OSError as e:\n    print('write', e.errno == __import__('errno').EROFS)";
+    let done = mounted(code, &m, false);
+    assert_eq!(done.exit_code, Some(0), "{}", text(&done.stderr));
+    let out = text(&done.stdout);
+    // `..` at the root of a mount is resolved by wasi-libc before the mount is chosen, so
+    // `/data/..` is `/`, the read-only root: never the host's.
+    assert!(!out.contains("etc', '"), "{out}");
+    assert!(out.contains("write True"), "{out}");
+}
+
+#[test]
+fn rename_across_mounts_or_out_of_a_mount_is_exdev() {
+    let a = memory(&[("f", b"x")], true);
+    let b = memory(&[], true);
+    let code = "import os, errno\nfor dst in ['/b/f', '/tmp/f']:\n    try:\n        os.rename('/a/f', dst)\n    except OSError as e:\n        print(errno.errorcode[e.errno])";
+    let done = run(RunConfig::new(["-c", code]).mount(Mount::new(a, "/a", true)).mount(Mount::new(b, "/b", true)));
+    assert_eq!(text(&done.stdout), "EXDEV\nEXDEV\n", "{}", text(&done.stderr));
+}
+
+/// A provider that counts its calls and fails in chosen ways.
+struct Odd {
+    calls: Mutex<u64>,
+    sleep: Duration,
+}
+
+impl FileProvider for Odd {
+    fn stat(&self, path: &str) -> Result<Stat, FileError> {
+        *self.calls.lock() += 1;
+        std::thread::sleep(self.sleep);
+        match path {
+            "/" | "/dir" => Ok(Stat { kind: FileKind::Dir, size: 0, mtime_ns: 0 }),
+            "/secret" => Err(FileError::Fault("ValueError: password=hunter2".into())),
+            "/denied" => Err(Errno::Acces.into()),
+            _ => Ok(Stat { kind: FileKind::File, size: 1, mtime_ns: 0 }),
+        }
+    }
+    fn list(&self, _: &str) -> Result<Vec<(String, FileKind)>, FileError> {
+        Ok(vec![("a".into(), FileKind::File), ("../evil".into(), FileKind::File), ("dir".into(), FileKind::Dir)])
+    }
+    fn read(&self, _: &str) -> Result<Bytes, FileError> {
+        Ok(Bytes::from_static(b"z"))
+    }
+}
+
+#[test]
+fn faults_are_eio_without_the_secret_refusals_keep_their_errno_and_hangs_are_bounded() {
+    let odd = Arc::new(Odd { calls: Mutex::new(0), sleep: Duration::ZERO });
+    let code = "import os, errno\nfor p in ['/m/secret', '/m/denied']:\n    try:\n        os.stat(p)\n    except OSError as e:\n        print(errno.errorcode[e.errno], str(e))\nprint(os.listdir('/m'))";
+    let done = run(RunConfig::new(["-c", code]).mount(Mount::new(odd.clone(), "/m", false)));
+    let out = text(&done.stdout);
+    assert!(out.starts_with("EIO "), "{out}{}", text(&done.stderr));
+    assert!(!out.contains("hunter2") && !text(&done.stderr).contains("hunter2"));
+    assert!(out.contains("EACCES"), "{out}");
+    assert!(out.ends_with("['a', 'dir']\n"), "{out}");
+    let rec = done.files.unwrap();
+    assert_eq!(rec.faults.len(), 1);
+    assert!(rec.faults[0].error.contains("hunter2") && rec.faults[0].path == "/m/secret");
+
+    let slow = Arc::new(Odd { calls: Mutex::new(0), sleep: Duration::from_secs(5) });
+    let started = std::time::Instant::now();
+    let done = run(
+        RunConfig::new(["-c", "import os, errno\ntry:\n    os.stat('/m/x')\nexcept OSError as e:\n    print(errno.errorcode[e.errno])"])
+            .mount(Mount::new(slow, "/m", false).timeout(Duration::from_millis(200))),
+    );
+    assert_eq!(text(&done.stdout), "ETIMEDOUT\n", "{}", text(&done.stderr));
+    assert!(started.elapsed() < Duration::from_secs(3));
+    assert_eq!(done.files.unwrap().faults[0].error, "timed out");
+}
+
+#[test]
+fn max_file_calls_ends_in_eio_and_is_counted() {
+    let odd = Arc::new(Odd { calls: Mutex::new(0), sleep: Duration::ZERO });
+    let code = "import os\nn = 0\nfor i in range(50):\n    try:\n        os.stat(f'/m/f{i}')\n        n += 1\n    except OSError:\n        pass\nprint(n)";
+    let done = run(RunConfig::new(["-c", code]).mount(Mount::new(odd.clone(), "/m", false)).max_file_calls(Some(10)));
+    assert_eq!(done.exit_code, Some(0), "{}", text(&done.stderr));
+    let rec = done.files.unwrap();
+    assert_eq!(rec.total, 10);
+    assert!(rec.refused_calls > 0);
+    assert!(*odd.calls.lock() <= 10);
+}
