@@ -6,6 +6,7 @@
 """
 
 from ._async import run_async, set_async_workers
+from ._files import Errno, FileFault, FileProvider, FileRecord, MemoryFiles, Mount, Stat, WritableFileProvider, ZipFiles
 from ._run import DEFAULTS, TOOL_DEFAULTS, ArtifactsMissing, PreloadError, artifacts, default_preload, prepare, run
 from ._session import Session, SessionBusy, SessionEnded
 from ._types import Completed, Grant
@@ -18,6 +19,15 @@ __all__ = [
     "SessionBusy",
     "Completed",
     "Grant",
+    "Mount",
+    "FileProvider",
+    "WritableFileProvider",
+    "Stat",
+    "Errno",
+    "MemoryFiles",
+    "ZipFiles",
+    "FileRecord",
+    "FileFault",
     "artifacts",
     "ArtifactsMissing",
     "PreloadError",

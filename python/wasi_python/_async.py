@@ -64,6 +64,8 @@ async def run_async(
     max_open_files: int = _run.DEFAULTS["max_open_files"],
     workdir: Optional[str] = None,
     preload: Optional[Iterable[str]] = None,
+    mounts: Iterable[Any] = (),
+    max_file_calls: Optional[int] = _run.DEFAULTS["max_file_calls"],
 ) -> Completed:
     """``await run_async(argv, ...)``: like ``run``, with the same keywords and result.
 
@@ -76,7 +78,7 @@ async def run_async(
     plan = _run._plan(
         argv, stdin, env, grants, memory_bytes, deadline_s, output_bytes, fuel, cancel,
         tools, gate, max_tool_calls, max_tool_request_bytes, host,
-        file_write_bytes, max_open_files, workdir, preload,
+        file_write_bytes, max_open_files, workdir, preload, mounts, max_file_calls,
     )
     loop = asyncio.get_running_loop()
     token = _ext.CancelToken()

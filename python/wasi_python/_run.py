@@ -7,15 +7,16 @@ import inspect
 import os
 import sys
 import threading
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable, Iterable, Mapping, Optional, Sequence
 
 if TYPE_CHECKING:
     import asyncio
 
-from . import _door
+from . import _door, _files
 from . import _wasi_python as _ext
+from ._files import Mount
 from ._tools import _as_tools
 from ._types import MAX_SECONDS, Completed, Grant, check_utf8, show_number
 
@@ -39,6 +40,7 @@ DEFAULTS: Mapping[str, Any] = {
     "fuel": None,
     "file_write_bytes": 256 << 20,
     "max_open_files": 1024,
+    "max_file_calls": 10_000,
 }
 
 _ARTIFACTS_ENV = "WASI_PYTHON_ARTIFACTS"
@@ -339,6 +341,8 @@ def run(
     max_open_files: int = DEFAULTS["max_open_files"],
     workdir: Optional[str] = None,
     preload: Optional[Iterable[str]] = None,
+    mounts: Iterable[Mount] = (),
+    max_file_calls: Optional[int] = DEFAULTS["max_file_calls"],
 ) -> Completed:
     """Runs a CPython command line in the sandbox and returns how it ended.
 
@@ -359,11 +363,15 @@ def run(
     Not given (or None): ``default_preload()``, numpy, pandas and matplotlib's pyplot,
     quietly skipped when its snapshot does not fit ``memory_bytes``. ``()``: none. A
     module that does not import raises PreloadError naming it, before the run.
+
+    ``mounts=[Mount(provider, "/data")]`` serves guest folders from your own code (see
+    ``Mount``); ``max_file_calls`` (default 10,000, None for no limit) bounds the provider
+    calls of a run: past it the guest's file calls there fail with EIO.
     """
     plan = _plan(
         argv, stdin, env, grants, memory_bytes, deadline_s, output_bytes, fuel, cancel,
         tools, gate, max_tool_calls, max_tool_request_bytes, host,
-        file_write_bytes, max_open_files, workdir, preload,
+        file_write_bytes, max_open_files, workdir, preload, mounts, max_file_calls,
     )
     token, watch = _cancel_token(cancel)
     try:
@@ -389,6 +397,8 @@ class _Plan:
     host: Any
     door: Optional[tuple[list[Any], Any, Optional[int], Optional[int]]]
     files: tuple[Optional[int], int, Optional[str], Optional[list[str]]]
+    mounts: list[Mount] = field(default_factory=list)
+    max_file_calls: Optional[int] = None
 
 
 def _plan(
@@ -396,6 +406,7 @@ def _plan(
     output_bytes: Any, fuel: Any, cancel: Any, tools: Any, gate: Any,
     max_tool_calls: Any, max_tool_request_bytes: Any, host: Any,
     file_write_bytes: Any, max_open_files: Any, workdir: Any, preload: Any = None,
+    mounts: Any = (), max_file_calls: Any = DEFAULTS["max_file_calls"],
 ) -> _Plan:
     """Checks every argument, then finds the artifacts: all before any work."""
     args = _check_argv(argv)
@@ -406,11 +417,13 @@ def _plan(
     deadline = _check_seconds("deadline_s", deadline_s)
     out_cap = _check_int("output_bytes", output_bytes, maximum=_SIZE_MAX)
     fuel_cap = _check_int("fuel", fuel, minimum=1, optional=True)
-    files = _check_files(file_write_bytes, max_open_files, workdir, grants_l, preload)
+    mounts_l = _files.check_mounts(mounts)
+    file_calls = _check_int("max_file_calls", max_file_calls, minimum=1, optional=True)
+    files = _check_files(file_write_bytes, max_open_files, workdir, grants_l, preload, mounts_l)
     door = _door_args(tools, gate, max_tool_calls, max_tool_request_bytes, host)
     _check_cancel(cancel)
     where = _where(door is not None)
-    return _Plan(where, args, stdin_b, env_l, grants_l, memory, deadline, out_cap, fuel_cap, host, door, files)
+    return _Plan(where, args, stdin_b, env_l, grants_l, memory, deadline, out_cap, fuel_cap, host, door, files, mounts_l, file_calls)
 
 
 def _check_preload(preload: Any) -> Optional[list[str]]:
@@ -431,7 +444,7 @@ def _check_preload(preload: Any) -> Optional[list[str]]:
     return names
 
 
-def _check_files(file_write_bytes: Any, max_open_files: Any, workdir: Any, grants: list[tuple[str, str, bool]], preload: Any = None) -> tuple[Optional[int], int, Optional[str], Optional[list[str]]]:
+def _check_files(file_write_bytes: Any, max_open_files: Any, workdir: Any, grants: list[tuple[str, str, bool]], preload: Any = None, mounts: Sequence[Mount] = ()) -> tuple[Optional[int], int, Optional[str], Optional[list[str]]]:
     """The file and start keywords, as the extension takes them; and no writable grant
     over this package (the runtime refuses the artifacts and the compiled-guest cache itself)."""
     for host, _, writable in grants:
@@ -444,8 +457,8 @@ def _check_files(file_write_bytes: Any, max_open_files: Any, workdir: Any, grant
     if workdir is not None:
         if not isinstance(workdir, str):
             raise TypeError(f"workdir must be a guest path (str) or None, not {type(workdir).__name__}")
-        if workdir != "/work" and not any(g == workdir and w for _, g, w in grants):
-            raise ValueError(f"workdir: {workdir!r} is not the guest path of a writable grant (or '/work')")
+        if workdir != "/work" and not any(g == workdir and w for _, g, w in grants) and not any(m.guest_path == workdir and m.writable for m in mounts):
+            raise ValueError(f"workdir: {workdir!r} is not the guest path of a writable grant or mount (or '/work')")
     return quota, fds, workdir, _check_preload(preload)  # type: ignore[return-value]
 
 
@@ -465,6 +478,7 @@ def _where(tools: bool) -> str:
 
 def _completed(d: dict[str, Any]) -> Completed:
     record = d.get("tools")
+    files = d.get("files")
     return Completed(
         exit_code=d["exit_code"],
         stdout=d["stdout"],
@@ -475,14 +489,30 @@ def _completed(d: dict[str, Any]) -> Completed:
         duration_s=d["duration_s"],
         tools=_door.ToolRecord._from_ext(record) if record is not None else None,
         file_bytes_written=d["file_bytes_written"],
+        files=_files.FileRecord._from_ext(files) if files is not None else None,
     )
 
 
 def _execute(p: _Plan, token: Any, loop: Optional[asyncio.AbstractEventLoop]) -> Completed:
-    """Runs a planned guest; ``loop`` is where async tools run (None: a loop of the run's own)."""
-    if p.door is None:
+    """Runs a planned guest; ``loop`` is where async tools and providers run (None: a
+    loop of the run's own)."""
+    if p.door is None and not p.mounts:
         d = _ext.run(p.where, p.args, p.stdin, p.env, p.grants, p.memory, p.deadline, p.output, p.fuel, token, p.host, files=p.files)
         return _completed(d)
+    tool_list, gate_fn, frames, req_bytes = p.door if p.door is not None else ([], None, None, None)
+    dispatcher = _door.Dispatcher(tool_list, gate_fn, loop)
+    mounts = _files.for_ext(p.mounts, p.max_file_calls, dispatcher)
+    try:
+        if p.door is None:
+            d = _ext.run(p.where, p.args, p.stdin, p.env, p.grants, p.memory, p.deadline, p.output, p.fuel, token, p.host, files=p.files, mounts=mounts)
+        else:
+            d = _ext.run(
+                p.where, p.args, p.stdin, p.env, p.grants, p.memory, p.deadline, p.output, p.fuel, token, None,
+                [t._for_door() for t in tool_list], dispatcher, frames, req_bytes, files=p.files, mounts=mounts,
+            )
+    finally:
+        dispatcher.close()
+    return _completed(d)
     tool_list, gate_fn, frames, req_bytes = p.door
     dispatcher = _door.Dispatcher(tool_list, gate_fn, loop)
     try:

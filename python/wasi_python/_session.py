@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any, Iterable, Mapping, Optional
 
-from . import _door, _run
+from . import _door, _files, _run
 from . import _wasi_python as _ext
 from ._types import Completed, Grant, check_utf8
 
@@ -59,6 +59,8 @@ class Session:
         max_open_files: int = _run.DEFAULTS["max_open_files"],
         workdir: Optional[str] = None,
         preload: Optional[Iterable[str]] = None,
+        mounts: Iterable[Any] = (),
+        max_file_calls: Optional[int] = _run.DEFAULTS["max_file_calls"],
     ) -> None:
         env_l = _run._check_env(env)
         grants_l = _run._check_grants(grants)
@@ -69,7 +71,9 @@ class Session:
         idle = _run._check_seconds("idle_s", idle_s)
         life = _run._check_seconds("lifetime_s", lifetime_s)
         shut = _run._check_seconds("shutdown_s", shutdown_s)
-        files = _run._check_files(file_write_bytes, max_open_files, workdir, grants_l, preload)
+        mounts_l = _files.check_mounts(mounts)
+        file_calls = _run._check_int("max_file_calls", max_file_calls, minimum=1, optional=True)
+        files = _run._check_files(file_write_bytes, max_open_files, workdir, grants_l, preload, mounts_l)
         door = _run._door_args(tools, gate, max_tool_calls, max_tool_request_bytes, None)
         where = _run._where(door is not None)
         self._dispatcher: Optional[_door.Dispatcher] = None
@@ -78,8 +82,11 @@ class Session:
             tool_list, gate_fn, frames, req = door
             self._dispatcher = _door.Dispatcher(tool_list, gate_fn)
             extra = ([t._for_door() for t in tool_list], self._dispatcher, frames, req)
+        # Async providers run on the loop of a dispatcher of the session's own.
+        self._files_dispatcher = _door.Dispatcher([], None) if mounts_l else None
+        ext_mounts = _files.for_ext(mounts_l, file_calls, self._files_dispatcher)
         self._handle = _ext.SessionHandle(
-            where, env_l, grants_l, memory, self._fuel is not None, idle, life, shut or 5.0, *extra, files=files
+            where, env_l, grants_l, memory, self._fuel is not None, idle, life, shut or 5.0, *extra, files=files, mounts=ext_mounts
         )
         self._closed = False
 
@@ -149,6 +156,8 @@ class Session:
         finally:
             if self._dispatcher is not None:
                 self._dispatcher.close()
+            if self._files_dispatcher is not None:
+                self._files_dispatcher.close()
 
     def __enter__(self) -> "Session":
         return self

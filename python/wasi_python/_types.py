@@ -7,6 +7,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Optional
 
 if TYPE_CHECKING:
+    from ._files import FileRecord
     from .tools import ToolRecord
 
 __all__ = ["Completed", "Grant"]
@@ -67,8 +68,10 @@ class Completed:
     - ``fuel_used``: fuel spent when ``fuel=`` was given, else None.
     - ``tools``: the call record when ``tools=`` was given, else None.
     - ``file_bytes_written``: bytes the guest wrote to files (``/tmp``, ``/work``,
-      writable grants), what ``file_write_bytes`` caps; for a session turn, the
-      session's total so far.
+      writable grants, mounts), what ``file_write_bytes`` caps; for a session turn,
+      the session's total so far.
+    - ``files``: what the mounts' providers were asked (a ``FileRecord``) when
+      ``mounts=`` was given, else None.
     """
 
     exit_code: Optional[int]
@@ -80,6 +83,7 @@ class Completed:
     duration_s: float
     tools: Optional["ToolRecord"] = field(default=None)
     file_bytes_written: int = 0
+    files: Optional["FileRecord"] = field(default=None)
 
     @property
     def ok(self) -> bool:

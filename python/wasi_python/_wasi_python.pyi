@@ -10,6 +10,12 @@ class ArtifactsMissing(Exception): ...
 class PreloadError(RuntimeError):
     module: Optional[str]
 
+class MemoryFilesHandle:
+    def __init__(self, files: dict[str, bytes], writable: bool, observer: Any = None) -> None: ...
+
+#: (mounts as (kind, provider, guest_path, writable, timeout_s), max_file_calls).
+Mounts = tuple[list[tuple[str, Any, str, bool, float]], Optional[int]]
+
 class CancelToken:
     def __init__(self) -> None: ...
     def cancel(self) -> None: ...
@@ -56,6 +62,7 @@ def run(
     max_frames: Optional[int] = None,
     max_request_bytes: Optional[int] = None,
     files: FileLimits = ...,
+    mounts: Optional[Mounts] = ...,
 ) -> dict[str, Any]: ...
 
 class SessionHandle:
@@ -74,6 +81,7 @@ class SessionHandle:
         max_frames: Optional[int] = None,
         max_request_bytes: Optional[int] = None,
         files: FileLimits = ...,
+    mounts: Optional[Mounts] = ...,
     ) -> None: ...
     def turn(
         self,
