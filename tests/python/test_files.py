@@ -367,3 +367,14 @@ def test_a_sessions_turns_share_a_mount():
         s.run("f = open('/m/open.txt', 'w'); f.write('later')")
     assert m.files["n"] == b"3"
     assert m.files["open.txt"] == b"later"
+
+
+def test_mount_writes_count_against_the_file_quota_and_a_staged_file_is_capped():
+    m = MemoryFiles()
+    code = "import errno\nf = open('/m/x', 'wb')\ntry:\n    f.write(b'x' * 1000); f.flush()\nexcept OSError as e:\n    print(errno.errorcode[e.errno])"
+    r = guest(code, Mount(m, "/m", writable=True), file_write_bytes=100)
+    assert r.stdout == b"ENOSPC\n", r.stderr
+    # With no quota, one staged file still cannot outgrow the run's memory limit.
+    code = "import errno, os\nfd = os.open('/m/y', os.O_WRONLY | os.O_CREAT)\ntry:\n    os.ftruncate(fd, 1 << 31)\nexcept OSError as e:\n    print(errno.errorcode[e.errno])"
+    r = guest(code, Mount(m, "/m", writable=True), file_write_bytes=None, memory_bytes=64 << 20)
+    assert r.stdout == b"EFBIG\n", r.stderr

@@ -390,7 +390,7 @@ pub(crate) fn new_guest(
         },
         door: config.door.clone(),
         files: FileState::new(limits.file_write_bytes, limits.max_open_files),
-        mounts: (!mounted.is_empty()).then(|| Box::new(crate::mounts::MountTable::new(mounted, limits.max_file_calls))),
+        mounts: (!mounted.is_empty()).then(|| Box::new(crate::mounts::MountTable::new(mounted, limits.max_file_calls, limits.memory_bytes))),
         memory: None,
         alloc: None,
         mono_origin,

@@ -415,6 +415,7 @@ fn write_common(caller: &mut Caller<'_, HostState>, fd: i32, iovs: i32, iovs_len
             None => return raw(EFAULT),
         }
     }
+    let max_file = caller.data().mounts.as_ref().map_or(u64::MAX, |t| t.max_file_bytes);
     let (end_pos, n) = {
         let files = &caller.data().files;
         let mut node = node.lock();
@@ -427,6 +428,9 @@ fn write_common(caller: &mut Caller<'_, HostState>, fd: i32, iovs: i32, iovs_len
         let hole = at.saturating_sub(len);
         if files.full() || files.would_exceed(hole + bytes.len() as u64) {
             return err(Errno::Nospc);
+        }
+        if at.saturating_add(bytes.len() as u64) > max_file {
+            return err(Errno::Fbig);
         }
         let Ok(at_usize) = usize::try_from(at) else { return err(Errno::Fbig) };
         let staged = node.content.staged();
@@ -581,6 +585,9 @@ pub(crate) fn fd_filestat_set_size(caller: &mut Caller<'_, HostState>, fd: i32, 
         return raw(EINVAL);
     }
     let Ok(size) = usize::try_from(size) else { return raw(EINVAL) };
+    if caller.data().mounts.as_ref().is_some_and(|t| size as u64 > t.max_file_bytes) {
+        return err(Errno::Fbig);
+    }
     let growth = {
         let mut n = node.lock();
         let len = n.content.bytes().len();

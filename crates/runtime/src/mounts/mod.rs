@@ -218,12 +218,15 @@ pub(crate) struct MountTable {
     /// Provider `stat` answers, refusals included, until something changes in the mount.
     cache: HashMap<(usize, String), Result<Stat, Errno>>,
     max_calls: Option<u64>,
+    /// The largest a staged file may grow (the run's memory limit): the staged copy is
+    /// host memory, which `file_write_bytes = None` would otherwise leave unbounded.
+    pub(crate) max_file_bytes: u64,
     pub(crate) record: FileRecord,
 }
 
 impl MountTable {
     /// `roots`: each mount with its placeholder preopen's number.
-    pub(crate) fn new(mounts: Vec<(Mount, u32)>, max_calls: Option<u64>) -> MountTable {
+    pub(crate) fn new(mounts: Vec<(Mount, u32)>, max_calls: Option<u64>, max_file_bytes: u64) -> MountTable {
         MountTable {
             mounts: mounts.into_iter().map(|(mount, fd)| Mounted { mount, root_fd: Some(fd) }).collect(),
             fds: HashMap::new(),
@@ -232,6 +235,7 @@ impl MountTable {
             nodes: HashMap::new(),
             cache: HashMap::new(),
             max_calls,
+            max_file_bytes,
             record: FileRecord::default(),
         }
     }
