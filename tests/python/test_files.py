@@ -378,3 +378,11 @@ def test_mount_writes_count_against_the_file_quota_and_a_staged_file_is_capped()
     code = "import errno, os\nfd = os.open('/m/y', os.O_WRONLY | os.O_CREAT)\ntry:\n    os.ftruncate(fd, 1 << 31)\nexcept OSError as e:\n    print(errno.errorcode[e.errno])"
     r = guest(code, Mount(m, "/m", writable=True), file_write_bytes=None, memory_bytes=64 << 20)
     assert r.stdout == b"EFBIG\n", r.stderr
+
+
+def test_a_session_turn_sees_what_the_provider_changed_since_the_last_turn():
+    p = DictProvider({"/a": b"1"})
+    with Session(mounts=[Mount(p, "/m")]) as s:
+        assert s.run("import os; os.path.exists('/m/b')").stdout == b"False\n"
+        p.files["/b"] = b"2"
+        assert s.run("os.path.exists('/m/b'), open('/m/b').read()").stdout == b"(True, '2')\n"

@@ -519,8 +519,12 @@ impl Live {
                 (code, None) => (code, None, Some(SessionEnd::Closed)),
             },
         };
-        // Each turn reports its own mount calls; files stay staged while open.
-        let files = self.guest.store.data_mut().mounts.as_deref_mut().map(|t| std::mem::take(&mut t.record));
+        // Each turn reports its own mount calls; files stay staged while open. The next
+        // turn asks the providers afresh.
+        let files = self.guest.store.data_mut().mounts.as_deref_mut().map(|t| {
+            t.forget_all_cached();
+            std::mem::take(&mut t.record)
+        });
         let (stdout, out_t) = self.guest.stdout.take();
         let (stderr, err_t) = self.guest.stderr.take();
         let done = Completed {

@@ -272,6 +272,11 @@ impl MountTable {
         if path == "/" { root.clone() } else { format!("{root}{path}") }
     }
 
+    /// A new session turn: the embedder may have changed its providers' trees since.
+    pub(crate) fn forget_all_cached(&mut self) {
+        self.cache.clear();
+    }
+
     pub(crate) fn forget_cached(&mut self, m: usize) {
         self.cache.retain(|(mount, _), _| *mount != m);
     }

@@ -155,3 +155,11 @@ fn max_file_calls_ends_in_eio_and_is_counted() {
     assert!(rec.refused_calls > 0);
     assert!(*odd.calls.lock() <= 10);
 }
+
+#[test]
+fn descriptors_held_in_mounts_count_against_max_open_files() {
+    let m = memory(&[("f", b"x")], false);
+    let code = "import errno\nfs = []\ntry:\n    for i in range(20):\n        fs.append(open('/data/f'))\nexcept OSError as e:\n    print(len(fs), errno.errorcode[e.errno])";
+    let done = run(RunConfig::new(["-c", code]).mount(Mount::new(m, "/data", false)).max_open_files(8));
+    assert_eq!(text(&done.stdout), "8 EMFILE\n", "{}", text(&done.stderr));
+}
