@@ -410,33 +410,40 @@ fn on_thread<T: Send + 'static>(
         return Err(Unanswered::NoThread("too many earlier file calls are still running"));
     }
     let (tx, rx) = mpsc::sync_channel(1);
-    let abandoned = Arc::new(Mutex::new(false));
-    let gave_up = abandoned.clone();
+    // Running, done, or abandoned by the waiter: decided under the lock, so an abandoned
+    // call is counted exactly once, and uncounted when it ends.
+    let state = Arc::new(Mutex::new(Call::Running));
+    let theirs = state.clone();
     let spawned = std::thread::Builder::new().name("wasi-python-file".into()).spawn(move || {
         let p = provider.clone();
         provider.enter_thread(Box::new(move || {
             let _ = tx.send(f(&*p));
         }));
-        let mut a = gave_up.lock();
-        if *a {
+        let mut s = theirs.lock();
+        if *s == Call::Abandoned {
             ABANDONED.fetch_sub(1, Ordering::AcqRel);
-            *a = false;
         }
+        *s = Call::Done;
     });
     if spawned.is_err() {
         return Err(Unanswered::NoThread("no thread could be started for the call"));
     }
-    let abandon = |why: Unanswered| {
-        *abandoned.lock() = true;
+    // Gives up on the call, unless it has just ended: then its answer is taken.
+    let give_up = |why: Unanswered| {
+        let mut s = state.lock();
+        if *s == Call::Done {
+            return rx.try_recv().map_err(|_| Unanswered::NoThread("the call's thread ended without an answer"));
+        }
+        *s = Call::Abandoned;
         ABANDONED.fetch_add(1, Ordering::AcqRel);
-        why
+        Err(why)
     };
     loop {
         let now = Instant::now();
         if now >= until {
             return match rx.try_recv() {
                 Ok(r) => Ok(r),
-                Err(_) => Err(abandon(Unanswered::TimedOut)),
+                Err(_) => give_up(Unanswered::TimedOut),
             };
         }
         match rx.recv_timeout((until - now).min(Duration::from_millis(2))) {
@@ -446,11 +453,18 @@ fn on_thread<T: Send + 'static>(
             }
             Err(mpsc::RecvTimeoutError::Timeout) => {
                 if stop.check().is_some() {
-                    return Err(abandon(Unanswered::Cancelled));
+                    return give_up(Unanswered::Cancelled);
                 }
             }
         }
     }
+}
+
+#[derive(Debug, PartialEq, Eq)]
+enum Call {
+    Running,
+    Done,
+    Abandoned,
 }
 
 /// Nanoseconds since the Unix epoch, now.
