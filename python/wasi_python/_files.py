@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 from typing import Any, Iterable, Literal, Mapping, Optional, Protocol, Sequence, runtime_checkable
 
 from . import _wasi_python as _ext
+from ._types import items_of
 
 __all__ = [
     "Mount",
@@ -376,16 +377,7 @@ def check_mounts(mounts: Any) -> list[Mount]:
     """``mounts=``: an iterable of ``Mount``."""
     if mounts is None:
         return []
-    if isinstance(mounts, Mount):
-        raise TypeError("mounts must be an iterable of Mount; write mounts=[Mount(...)]")
-    try:
-        out = list(mounts)
-    except TypeError:
-        raise TypeError(f"mounts must be an iterable of Mount, not {type(mounts).__name__}") from None
-    for m in out:
-        if not isinstance(m, Mount):
-            raise TypeError(f"mounts must hold Mount objects, not {type(m).__name__}")
-    return out
+    return items_of("mounts", mounts, Mount, "Mount objects", "write mounts=[Mount(...)]")
 
 
 def for_ext(mounts: Iterable[Mount], max_file_calls: Optional[int], dispatcher: Any) -> Optional[tuple[list[Any], Optional[int]]]:

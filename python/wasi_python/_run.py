@@ -18,7 +18,7 @@ from . import _door, _files
 from . import _wasi_python as _ext
 from ._files import Mount
 from ._tools import _as_tools
-from ._types import MAX_SECONDS, Completed, Grant, check_utf8, show_number
+from ._types import MAX_SECONDS, Completed, Grant, check_utf8, items_of, show_number
 
 __all__ = ["run", "artifacts", "ArtifactsMissing", "PreloadError", "DEFAULTS", "TOOL_DEFAULTS", "default_preload", "prepare"]
 
@@ -430,15 +430,8 @@ def _check_preload(preload: Any) -> Optional[list[str]]:
     """``preload=``: None (the default set) or an iterable of module names."""
     if preload is None:
         return None
-    if isinstance(preload, (str, bytes)):
-        raise TypeError(f"preload must be an iterable of module names, not a single {type(preload).__name__}; write ({preload!r},)")
-    try:
-        names = list(preload)
-    except TypeError:
-        raise TypeError(f"preload must be an iterable of module names (str), not {type(preload).__name__}") from None
+    names = items_of("preload", preload, str, "module names (str)", f"write ({preload!r},)")
     for n in names:
-        if not isinstance(n, str):
-            raise TypeError(f"preload must hold module names (str), not {type(n).__name__}")
         if not n or not all(part.isidentifier() and part.isascii() for part in n.split(".")):
             raise ValueError(f"preload: {n!r} is not a module name")
     return names

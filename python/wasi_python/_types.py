@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import os
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Optional
+from collections.abc import Iterable
+from typing import TYPE_CHECKING, Any, Optional
 
 if TYPE_CHECKING:
     from ._files import FileRecord
@@ -23,6 +24,20 @@ def show_number(value: object) -> str:
     if isinstance(value, int) and not isinstance(value, bool) and abs(value) >= 1 << 64:
         return f"{'-' if value < 0 else ''}an int of {value.bit_length()} bits"
     return repr(value)
+
+
+def items_of(param: str, value: Any, kind: type, what: str, single: str = "") -> list[Any]:
+    """The items of ``value``, an iterable of ``kind`` (``what`` names them); a TypeError
+    naming ``param`` for anything else, one item alone (``single`` says how to write it)
+    and a str included."""
+    if isinstance(value, (str, bytes, kind)) or not isinstance(value, Iterable):
+        hint = f"; {single}" if single and isinstance(value, (str, bytes, kind)) else ""
+        raise TypeError(f"{param} must be an iterable of {what}, not {type(value).__name__}{hint}")
+    out = list(value)
+    for v in out:
+        if not isinstance(v, kind):
+            raise TypeError(f"{param} must hold {what}, not {type(v).__name__}")
+    return out
 
 
 def check_utf8(name: str, text: str) -> None:

@@ -95,7 +95,7 @@ def test_a_module_that_does_not_import_is_named():
         run(["-c", "pass"], preload=("numpy", "surely_not_a_module"))
     assert e.value.module == "surely_not_a_module"
     assert "ModuleNotFoundError" in str(e.value)
-    # And the same when asked again (the failure is remembered, not rebuilt).
+    # And the same error when asked again, the names in another order.
     with pytest.raises(PreloadError):
         run(["-c", "pass"], preload=("surely_not_a_module", "numpy"))
 

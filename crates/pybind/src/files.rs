@@ -11,7 +11,7 @@ use pyo3::pybacked::PyBackedBytes;
 use pyo3::types::{PyBytes, PyDict, PyList, PyTuple};
 use wasi_python_runtime::{Change, Errno, FileError, FileKind, FileProvider, FileRecord, MemoryFiles, Mount, RunConfig, Stat};
 
-use crate::tool_host::{IN_PYTHON, SHUTTING_DOWN, fault_of};
+use crate::tool_host::{SHUTTING_DOWN, enter_python, fault_of};
 
 /// A `MemoryFiles` for one run: the user's dict's bytes, shared without a copy.
 #[pyclass(module = "wasi_python._wasi_python", frozen)]
@@ -141,14 +141,8 @@ impl FileProvider for PyProvider {
     fn rename(&self, from: &str, to: &str) -> Result<(), FileError> {
         self.call("rename", from, None, Some(to), |_| Ok(()))
     }
-    /// As tool threads: a Python thread state for the call, the GIL only while in Python.
     fn enter_thread(&self, body: Box<dyn FnOnce() + Send + '_>) {
-        if SHUTTING_DOWN.load(Ordering::SeqCst) {
-            return body();
-        }
-        IN_PYTHON.fetch_add(1, Ordering::SeqCst);
-        Python::attach(|py| py.detach(body));
-        IN_PYTHON.fetch_sub(1, Ordering::SeqCst);
+        enter_python(body)
     }
 }
 

@@ -73,7 +73,7 @@ pub(crate) fn fault_of(py: Python<'_>, e: &PyErr) -> String {
 /// a thread that takes the GIL while the interpreter finalises is killed mid-frame.
 pub(crate) static SHUTTING_DOWN: AtomicBool = AtomicBool::new(false);
 /// Tool threads holding a Python thread state (waiting spares and running calls).
-pub(crate) static IN_PYTHON: AtomicUsize = AtomicUsize::new(0);
+static IN_PYTHON: AtomicUsize = AtomicUsize::new(0);
 
 /// Called at interpreter exit: stops new tool threads from entering Python and waits
 /// (up to `timeout_s`) for those inside, such as abandoned calls, to run to their end.
@@ -89,16 +89,23 @@ pub(crate) fn shutdown_tools(py: Python<'_>, timeout_s: f64) -> usize {
     IN_PYTHON.load(Ordering::SeqCst)
 }
 
+/// Runs a call's thread (a tool's, a file provider's) with a Python thread state taken
+/// once, before the call, waiting with the GIL released; the call then only takes the
+/// GIL. Counted in IN_PYTHON, so interpreter exit waits for it.
+pub(crate) fn enter_python(body: Box<dyn FnOnce() + Send + '_>) {
+    if SHUTTING_DOWN.load(Ordering::SeqCst) {
+        return body();
+    }
+    IN_PYTHON.fetch_add(1, Ordering::SeqCst);
+    Python::attach(|py| py.detach(body));
+    IN_PYTHON.fetch_sub(1, Ordering::SeqCst);
+}
+
 impl ToolHost for PyToolHost {
     /// The thread gets its Python thread state once, before its call arrives, and
     /// waits with the GIL released; the call then only takes the GIL.
     fn enter_thread(&self, body: Box<dyn FnOnce() + Send + '_>) {
-        if SHUTTING_DOWN.load(Ordering::SeqCst) {
-            return body();
-        }
-        IN_PYTHON.fetch_add(1, Ordering::SeqCst);
-        Python::attach(|py| py.detach(body));
-        IN_PYTHON.fetch_sub(1, Ordering::SeqCst);
+        enter_python(body)
     }
 
     fn invoke(&self, call: Invocation, cancel: &CancelToken) -> ToolOutput {

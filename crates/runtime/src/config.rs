@@ -136,8 +136,6 @@ pub struct RunConfig {
     pub(crate) workdir: Option<String>,
     pub(crate) preload: Preload,
     pub(crate) mounts: Vec<crate::mounts::Mount>,
-    /// This guest builds a snapshot (its monotonic clock starts at 0; see host.rs).
-    pub(crate) snapshot_build: bool,
 }
 
 /// Which modules the guest has imported before the program starts
@@ -212,7 +210,6 @@ impl RunConfig {
             workdir: None,
             preload: Preload::Nothing,
             mounts: Vec::new(),
-            snapshot_build: false,
         }
     }
     pub fn stdin(mut self, bytes: impl Into<Vec<u8>>) -> Self {

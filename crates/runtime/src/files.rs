@@ -158,16 +158,12 @@ fn with_wasi<R>(
 }
 
 fn read_u32(caller: &mut Caller<'_, HostState>, ptr: i32) -> Option<u32> {
-    let memory = caller.data().memory?;
-    let data = memory.data(&*caller);
-    let start = ptr as u32 as usize;
-    let bytes = data.get(start..start.checked_add(4)?)?;
-    Some(u32::from_le_bytes(bytes.try_into().ok()?))
+    with_bytes(caller, ptr, 4, |b| u32::from_le_bytes(b.try_into().expect("four bytes")))
 }
 
 /// Applies `f` to the guest's bytes at `ptr..ptr + len`, read in place (the guest picks
 /// `len`: nothing is copied); `None` when they are not all inside its memory.
-fn with_bytes<R>(caller: &Caller<'_, HostState>, ptr: i32, len: i32, f: impl FnOnce(&[u8]) -> R) -> Option<R> {
+pub(crate) fn with_bytes<R>(caller: &Caller<'_, HostState>, ptr: i32, len: i32, f: impl FnOnce(&[u8]) -> R) -> Option<R> {
     let memory = caller.data().memory?;
     let data = memory.data(caller);
     let start = ptr as u32 as usize;

@@ -311,6 +311,7 @@ pub(crate) fn py_env(env: &[(String, String)]) -> String {
 /// Builds the store for one run or session: WASI (argv, env, stdin, capped output,
 /// the stdlib, matplotlib's data, a private /tmp, the grants), limits, the epoch
 /// callback and the door.
+#[expect(clippy::too_many_arguments, reason = "a store's inputs, which runs and sessions set differently")]
 pub(crate) fn new_guest(
     prepared: &engine::Prepared,
     artifacts: &Artifacts,
@@ -319,6 +320,7 @@ pub(crate) fn new_guest(
     args: &[String],
     stdin: Vec<u8>,
     deadline: Option<Instant>,
+    mono_start: u64,
 ) -> Result<Guest, Error> {
     let tmp = TempDir::new()?;
     let limits = &config.limits;
@@ -327,7 +329,6 @@ pub(crate) fn new_guest(
 
     let env = guest_env(config);
     let mono_origin = Instant::now();
-    let mono_start = if config.snapshot_build { 0 } else { crate::host::GUEST_CLOCK_START };
     let mut b = WasiCtxBuilder::new();
     b.allow_blocking_current_thread(true);
     b.monotonic_clock(crate::host::GuestClock { origin: mono_origin, start: mono_start });
@@ -476,7 +477,7 @@ fn run_on_this_thread(
         Err(e) => return done(Err(e)),
     };
     let Guest { mut store, stdout, stderr, _tmp: tmp } =
-        match new_guest(prepared, artifacts, &config, &grants, &args, stdin, deadline) {
+        match new_guest(prepared, artifacts, &config, &grants, &args, stdin, deadline, crate::host::GUEST_CLOCK_START) {
             Ok(guest) => guest,
             Err(e) => return done(Err(e)),
         };

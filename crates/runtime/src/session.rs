@@ -192,9 +192,8 @@ pub(crate) fn preloaded_memory(
     if artifacts.guest_path().is_none() {
         return Err(failed("the artifacts have no guest package, whose `preload` builds snapshots".into()));
     }
-    let mut config = RunConfig::new(Vec::<String>::new());
-    config.snapshot_build = true;
-    let mut live = Live::open(flavoured, artifacts, &config, &[], false)?;
+    let config = RunConfig::new(Vec::<String>::new());
+    let mut live = Live::open(flavoured, artifacts, &config, &[], Start::Build)?;
     let quoted: Vec<String> = modules.iter().map(|m| run::py_str(m)).collect();
     let turn = Turn {
         code: format!("__import__('_wasi_python_boot').preload([{}])", quoted.join(", ")),
@@ -248,7 +247,8 @@ impl Runtime {
             .name("wasi-python-session".into())
             .stack_size(GUEST_THREAD_STACK)
             .spawn(move || {
-                let mut live = match Live::open(&prepared, &artifacts, &config, &grants, preloaded) {
+                let start = if preloaded { Start::Snapshot } else { Start::Bootstrap };
+                let mut live = match Live::open(&prepared, &artifacts, &config, &grants, start) {
                     Ok(l) => {
                         let _ = ready_tx.send(Ok(()));
                         l
@@ -343,6 +343,17 @@ impl Drop for Session {
     }
 }
 
+/// What a session's instance starts from.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Start {
+    /// The artifact's own bootstrap snapshot.
+    Bootstrap,
+    /// A preload snapshot: its build already ran the setup turn.
+    Snapshot,
+    /// Building a preload snapshot.
+    Build,
+}
+
 /// The session thread's state.
 struct Live {
     guest: Guest,
@@ -387,11 +398,13 @@ impl Live {
         artifacts: &Artifacts,
         config: &RunConfig,
         grants: &[(PathBuf, String, bool)],
-        preloaded: bool,
+        start: Start,
     ) -> Result<Live, Error> {
         let args = vec!["/usr/local/bin/python.wasm".to_owned()];
         let (prepared, slot) = flavoured.pick()?;
-        let mut guest = run::new_guest(prepared, artifacts, config, grants, &args, Vec::new(), None)?;
+        // A build's clock starts at 0, a guest's after any build (host.rs, GuestClock).
+        let mono_start = if start == Start::Build { 0 } else { crate::host::GUEST_CLOCK_START };
+        let mut guest = run::new_guest(prepared, artifacts, config, grants, &args, Vec::new(), None, mono_start)?;
         let fail = |e: wasmtime::Error| Error::Module(format!("opening the session: {e:#}"));
         let instance = run::instantiate(prepared, &mut guest.store).map_err(fail)?;
         let turn = instance
@@ -410,10 +423,9 @@ impl Live {
             opened: Instant::now(),
             finish: artifacts.guest_path().is_some(),
         };
-        let code = if preloaded {
-            restore_code(&run::guest_env(config), config.workdir_path())
-        } else {
-            setup_code(artifacts.guest_path(), config.workdir_path())
+        let code = match start {
+            Start::Snapshot => restore_code(&run::guest_env(config), config.workdir_path()),
+            Start::Bootstrap | Start::Build => setup_code(artifacts.guest_path(), config.workdir_path()),
         };
         let setup = Turn {
             code,

@@ -92,6 +92,8 @@ type Modules = Vec<String>;
 pub(crate) struct Snapshots {
     images: Mutex<HashMap<Modules, Result<Arc<Image>, Failure>>>,
     flavours: Mutex<HashMap<(Flavour, Modules), Arc<Flavoured>>>,
+    /// [`default_preload`], sorted: worked out once, not on every run.
+    default: std::sync::OnceLock<Modules>,
     warned: AtomicBool,
 }
 
@@ -106,7 +108,14 @@ impl Snapshots {
     ) -> Result<Option<Arc<Flavoured>>, Error> {
         let (modules, required) = match &config.preload {
             Preload::Nothing => return Ok(None),
-            Preload::Default => (Preload::modules(&default_preload(runtime.artifacts()))?, false),
+            Preload::Default => {
+                let names = self.default.get_or_init(|| {
+                    let mut names = default_preload(runtime.artifacts());
+                    names.sort();
+                    names
+                });
+                (names.clone(), false)
+            }
             Preload::Modules(m) => (Preload::modules(m)?, true),
         };
         if modules.is_empty() {

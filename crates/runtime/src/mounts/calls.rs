@@ -13,7 +13,7 @@ use wasmtime::Caller;
 use super::dirent::{self, Entry};
 use super::path::{self, Resolved};
 use super::{Content, Errno, FileKind, MountTable, Node, Open, Route, Stat, now_ns};
-use crate::files::MAX_CREATED_ENTRIES;
+use crate::files::{MAX_CREATED_ENTRIES, with_bytes};
 use crate::host::HostState;
 use crate::stop::StopState;
 
@@ -68,13 +68,6 @@ fn parts<'a>(caller: &'a mut Caller<'_, HostState>) -> (&'a mut MountTable, &'a 
     (state.mounts.as_deref_mut().expect("checked by the caller"), &state.stop, &mut state.files)
 }
 
-fn read_guest(caller: &Caller<'_, HostState>, ptr: i32, len: i32) -> Option<Vec<u8>> {
-    let memory = caller.data().memory?;
-    let data = memory.data(caller);
-    let start = ptr as u32 as usize;
-    data.get(start..start.checked_add(len as u32 as usize)?).map(<[u8]>::to_vec)
-}
-
 fn write_guest(caller: &mut Caller<'_, HostState>, ptr: i32, bytes: &[u8]) -> bool {
     let Some(memory) = caller.data().memory else { return false };
     let data = memory.data_mut(caller);
@@ -102,8 +95,8 @@ fn iovecs(caller: &Caller<'_, HostState>, iovs: i32, n: i32) -> Option<Vec<(u32,
     if n > 1024 {
         return None;
     }
-    let raw = read_guest(caller, iovs, (n * 8) as i32)?;
-    Some(raw.chunks_exact(8).map(|c| (u32::from_le_bytes(c[0..4].try_into().unwrap()), u32::from_le_bytes(c[4..8].try_into().unwrap()))).collect())
+    let word = |b: &[u8]| u32::from_le_bytes(b.try_into().expect("four bytes"));
+    with_bytes(caller, iovs, (n * 8) as i32, |raw| raw.chunks_exact(8).map(|c| (word(&c[0..4]), word(&c[4..8]))).collect())
 }
 
 /// A stable inode number for a path in a mount (never 0).
@@ -158,8 +151,8 @@ fn resolve_at(caller: &Caller<'_, HostState>, fd: i32, path: i32, len: i32) -> O
     let base = dir_of(caller, fd)?;
     Some((|| {
         let (m, base) = base.map_err(Errno::wasi)?;
-        let rel = read_guest(caller, path, len).ok_or(EFAULT)?;
-        let r = path::resolve(&base, &rel).map_err(Errno::wasi)?;
+        let r = with_bytes(caller, path, len, |rel| path::resolve(&base, rel)).ok_or(EFAULT)?;
+        let r = r.map_err(Errno::wasi)?;
         Ok((m, r))
     })())
 }
@@ -408,15 +401,20 @@ fn write_common(caller: &mut Caller<'_, HostState>, fd: i32, iovs: i32, iovs_len
         return raw(EBADF);
     }
     let Some(iovs) = iovecs(caller, iovs, iovs_len) else { return raw(EFAULT) };
-    let mut bytes = Vec::new();
-    for (ptr, len) in iovs {
-        match read_guest(caller, ptr as i32, len as i32) {
-            Some(b) => bytes.extend_from_slice(&b),
-            None => return raw(EFAULT),
-        }
-    }
+    let total: u64 = iovs.iter().map(|&(_, len)| u64::from(len)).sum();
     let max_file = caller.data().mounts.as_ref().map_or(u64::MAX, |t| t.max_file_bytes);
-    let (end_pos, n) = {
+    let Some(memory) = caller.data().memory else { return raw(EFAULT) };
+    let (end_pos, charged) = {
+        let data = memory.data(&*caller);
+        // The guest's buffers, in place: copied once, into the staged content.
+        let mut parts = Vec::with_capacity(iovs.len());
+        for &(ptr, len) in &iovs {
+            let start = ptr as usize;
+            match start.checked_add(len as usize).and_then(|end| data.get(start..end)) {
+                Some(part) => parts.push(part),
+                None => return raw(EFAULT),
+            }
+        }
         let files = &caller.data().files;
         let mut node = node.lock();
         let len = node.content.bytes().len() as u64;
@@ -426,28 +424,31 @@ fn write_common(caller: &mut Caller<'_, HostState>, fd: i32, iovs: i32, iovs_len
             (None, false) => pos,
         };
         let hole = at.saturating_sub(len);
-        if files.full() || files.would_exceed(hole + bytes.len() as u64) {
+        if files.full() || files.would_exceed(hole + total) {
             return err(Errno::Nospc);
         }
-        if at.saturating_add(bytes.len() as u64) > max_file {
+        if at.saturating_add(total) > max_file {
             return err(Errno::Fbig);
         }
-        let Ok(at_usize) = usize::try_from(at) else { return err(Errno::Fbig) };
+        let Ok(mut at) = usize::try_from(at) else { return err(Errno::Fbig) };
         let staged = node.content.staged();
-        let end = at_usize + bytes.len();
+        let end = at + total as usize;
         if staged.len() < end {
             staged.resize(end, 0);
         }
-        staged[at_usize..end].copy_from_slice(&bytes);
+        for part in parts {
+            staged[at..at + part.len()].copy_from_slice(part);
+            at += part.len();
+        }
         node.dirty = true;
         node.mtime_ns = now_ns();
-        (end as u64, bytes.len() as u64 + hole)
+        (end as u64, total + hole)
     };
-    caller.data_mut().files.written += n;
+    caller.data_mut().files.written += charged;
     if offset.is_none() {
         set_pos(caller, fd, end_pos);
     }
-    if !write_u32(caller, nwritten, bytes.len() as u32) {
+    if !write_u32(caller, nwritten, total as u32) {
         return raw(EFAULT);
     }
     ok()

@@ -85,9 +85,12 @@ impl Errno {
 
     /// The errno named `name` ("ENOENT" or "NOENT", any case); `None` if unknown.
     pub fn from_name(name: &str) -> Option<Errno> {
-        let n = name.trim().to_ascii_uppercase();
-        let n = n.strip_prefix('E').filter(|rest| Errno::ALL.iter().any(|(_, x)| x == rest)).unwrap_or(&n);
-        let n = if n == "OPNOTSUPP" { "NOTSUP" } else { n };
+        let upper = name.trim().to_ascii_uppercase();
+        // Linux names ENOTSUP's number EOPNOTSUPP (Python's `errno.errorcode` does too).
+        let n = match upper.as_str() {
+            "EOPNOTSUPP" | "OPNOTSUPP" => "NOTSUP",
+            n => n.strip_prefix('E').filter(|rest| Errno::ALL.iter().any(|(_, x)| x == rest)).unwrap_or(n),
+        };
         Errno::ALL.iter().find(|(_, x)| *x == n).map(|(e, _)| *e)
     }
 
@@ -160,5 +163,24 @@ pub trait FileProvider: Send + Sync + 'static {
     /// around it; the Python binding attaches the thread to the interpreter here.
     fn enter_thread(&self, body: Box<dyn FnOnce() + Send + '_>) {
         body()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn names_map_with_or_without_their_e_and_in_any_case() {
+        for (e, n) in Errno::ALL {
+            assert_eq!(Errno::from_name(n), Some(*e), "{n}");
+            assert_eq!(Errno::from_name(&format!("E{n}")), Some(*e), "{n}");
+            assert_eq!(Errno::from_name(&e.name().to_lowercase()), Some(*e), "{n}");
+        }
+        // EXDEV is not "E" + "XDEV" misread as "EXDEV" without its E, nor EEXIST as "EXIST".
+        assert_eq!(Errno::from_name("EXDEV"), Some(Errno::Xdev));
+        assert_eq!(Errno::from_name("EEXIST"), Some(Errno::Exist));
+        assert_eq!(Errno::from_name("EOPNOTSUPP"), Some(Errno::Notsup));
+        assert_eq!(Errno::from_name("ENOTBLK"), None);
     }
 }
