@@ -403,3 +403,25 @@ def test_copy2_links_empty_creations_and_inodes_behave_as_documented(tmp_path):
     assert r.exit_code == 0, r.stderr
     assert r.stdout.decode().splitlines() == ["symlink ENOTSUP", "link ENOTSUP", "True True True"]
     assert p.files == {"/copy.txt": b"from a grant", "/empty": b""}
+
+
+def test_cancelling_the_run_during_a_provider_call_ends_the_run_cancelled():
+    cancel = threading.Event()
+    release = threading.Event()
+
+    class Cancels(DictProvider):
+        def stat(self, path):
+            if path == "/x":
+                cancel.set()
+                release.wait(10)
+            return super().stat(path)
+
+    t = time.perf_counter()
+    try:
+        # The guest would end by itself after the EIO, were it not stopped at once.
+        r = guest("import os\ntry:\n    os.stat('/m/x')\nexcept OSError:\n    pass", Mount(Cancels(), "/m"), cancel=cancel)
+    finally:
+        release.set()
+    assert r.trapped == "cancelled", r
+    assert time.perf_counter() - t < 5
+    assert r.files.faults[0].error.startswith("stopped")

@@ -239,7 +239,7 @@ fn count_written(caller: &mut Caller<'_, HostState>, nwritten: i32, hole: u64) {
 }
 
 fn fd_write(mut caller: Caller<'_, HostState>, fd: i32, iovs: i32, iovs_len: i32, nwritten: i32) -> wasmtime::Result<i32> {
-    if let Some(r) = mounts::fd_write(&mut caller, fd, iovs, iovs_len, nwritten) {
+    if let Some(r) = mounts::settle(&mut caller, |c| mounts::fd_write(c, fd, iovs, iovs_len, nwritten)) {
         return r;
     }
     let (counted, refused) = check_write(&caller, fd);
@@ -271,7 +271,7 @@ fn fd_pwrite(
     offset: i64,
     nwritten: i32,
 ) -> wasmtime::Result<i32> {
-    if let Some(r) = mounts::fd_pwrite(&mut caller, fd, iovs, iovs_len, offset, nwritten) {
+    if let Some(r) = mounts::settle(&mut caller, |c| mounts::fd_pwrite(c, fd, iovs, iovs_len, offset, nwritten)) {
         return r;
     }
     let (counted, refused) = check_write(&caller, fd);
@@ -297,7 +297,7 @@ fn fd_pwrite(
 fn fd_seek(mut caller: Caller<'_, HostState>, fd: i32, offset: i64, whence: i32, newoffset: i32) -> wasmtime::Result<i32> {
     const CUR: i32 = 1;
     const END: i32 = 2;
-    if let Some(r) = mounts::fd_seek(&mut caller, fd, offset, whence, newoffset) {
+    if let Some(r) = mounts::settle(&mut caller, |c| mounts::fd_seek(c, fd, offset, whence, newoffset)) {
         return r;
     }
     let r = with_wasi(&mut caller, |ctx, mem| in_tokio(p1::fd_seek(ctx, mem, fd, offset, whence, newoffset)))??;
@@ -311,7 +311,7 @@ fn fd_seek(mut caller: Caller<'_, HostState>, fd: i32, offset: i64, whence: i32,
 /// Growing a file by `ftruncate` counts as writing the growth (a sparse file costs
 /// little disk, but an embedder that copies it pays for every byte).
 fn fd_filestat_set_size(mut caller: Caller<'_, HostState>, fd: i32, size: i64) -> wasmtime::Result<i32> {
-    if let Some(r) = mounts::fd_filestat_set_size(&mut caller, fd, size) {
+    if let Some(r) = mounts::settle(&mut caller, |c| mounts::fd_filestat_set_size(c, fd, size)) {
         return r;
     }
     // Growth counts on the files the guest opened; anything else (a folder, stdio) is
@@ -344,7 +344,7 @@ fn path_open(
     fdflags: i32,
     fd_out: i32,
 ) -> wasmtime::Result<i32> {
-    if let Some(r) = mounts::path_open(&mut caller, fd, path, path_len, oflags, rights_base, fdflags, fd_out) {
+    if let Some(r) = mounts::settle(&mut caller, |c| mounts::path_open(c, fd, path, path_len, oflags, rights_base, fdflags, fd_out)) {
         return r;
     }
     {
@@ -407,7 +407,7 @@ fn exists(caller: &mut Caller<'_, HostState>, fd: i32, dirflags: i32, path: i32,
 }
 
 fn fd_close(mut caller: Caller<'_, HostState>, fd: i32) -> wasmtime::Result<i32> {
-    if let Some(r) = mounts::fd_close(&mut caller, fd) {
+    if let Some(r) = mounts::settle(&mut caller, |c| mounts::fd_close(c, fd)) {
         return r;
     }
     let r = with_wasi(&mut caller, |ctx, mem| in_tokio(p1::fd_close(ctx, mem, fd)))??;
@@ -419,7 +419,7 @@ fn fd_close(mut caller: Caller<'_, HostState>, fd: i32) -> wasmtime::Result<i32>
 }
 
 fn fd_renumber(mut caller: Caller<'_, HostState>, from: i32, to: i32) -> wasmtime::Result<i32> {
-    if let Some(r) = mounts::fd_renumber(&mut caller, from, to) {
+    if let Some(r) = mounts::settle(&mut caller, |c| mounts::fd_renumber(c, from, to)) {
         return r;
     }
     let r = with_wasi(&mut caller, |ctx, mem| in_tokio(p1::fd_renumber(ctx, mem, from, to)))??;
@@ -465,7 +465,7 @@ fn path_symlink(
     new_path: i32,
     new_len: i32,
 ) -> wasmtime::Result<i32> {
-    if let Some(r) = mounts::path_symlink(&mut caller, fd) {
+    if let Some(r) = mounts::settle(&mut caller, |c| mounts::path_symlink(c, fd)) {
         return r;
     }
     // Longer than PATH_MAX is never a valid target; refusing it first keeps this scan short.
@@ -488,7 +488,7 @@ fn path_symlink(
 }
 
 fn path_create_directory(mut caller: Caller<'_, HostState>, fd: i32, path: i32, path_len: i32) -> wasmtime::Result<i32> {
-    if let Some(r) = mounts::path_create_directory(&mut caller, fd, path, path_len) {
+    if let Some(r) = mounts::settle(&mut caller, |c| mounts::path_create_directory(c, fd, path, path_len)) {
         return r;
     }
     if let Some(e) = creation_refused(&caller) {
@@ -510,7 +510,7 @@ fn path_link(
     new_path: i32,
     new_len: i32,
 ) -> wasmtime::Result<i32> {
-    if let Some(r) = mounts::path_link(&mut caller, old_fd, new_fd) {
+    if let Some(r) = mounts::settle(&mut caller, |c| mounts::path_link(c, old_fd, new_fd)) {
         return r;
     }
     if let Some(e) = creation_refused(&caller) {
@@ -526,84 +526,84 @@ fn path_link(
 // Calls that only mounts change: a mount's answer, else wasmtime-wasi's.
 
 fn fd_read(mut caller: Caller<'_, HostState>, fd: i32, iovs: i32, iovs_len: i32, nread: i32) -> wasmtime::Result<i32> {
-    if let Some(r) = mounts::fd_read(&mut caller, fd, iovs, iovs_len, nread) {
+    if let Some(r) = mounts::settle(&mut caller, |c| mounts::fd_read(c, fd, iovs, iovs_len, nread)) {
         return r;
     }
     with_wasi(&mut caller, |ctx, mem| in_tokio(p1::fd_read(ctx, mem, fd, iovs, iovs_len, nread)))?
 }
 
 fn fd_pread(mut caller: Caller<'_, HostState>, fd: i32, iovs: i32, iovs_len: i32, offset: i64, nread: i32) -> wasmtime::Result<i32> {
-    if let Some(r) = mounts::fd_pread(&mut caller, fd, iovs, iovs_len, offset, nread) {
+    if let Some(r) = mounts::settle(&mut caller, |c| mounts::fd_pread(c, fd, iovs, iovs_len, offset, nread)) {
         return r;
     }
     with_wasi(&mut caller, |ctx, mem| in_tokio(p1::fd_pread(ctx, mem, fd, iovs, iovs_len, offset, nread)))?
 }
 
 fn fd_tell(mut caller: Caller<'_, HostState>, fd: i32, out: i32) -> wasmtime::Result<i32> {
-    if let Some(r) = mounts::fd_tell(&mut caller, fd, out) {
+    if let Some(r) = mounts::settle(&mut caller, |c| mounts::fd_tell(c, fd, out)) {
         return r;
     }
     with_wasi(&mut caller, |ctx, mem| p1::fd_tell(ctx, mem, fd, out))?
 }
 
 fn fd_filestat_get(mut caller: Caller<'_, HostState>, fd: i32, buf: i32) -> wasmtime::Result<i32> {
-    if let Some(r) = mounts::fd_filestat_get(&mut caller, fd, buf) {
+    if let Some(r) = mounts::settle(&mut caller, |c| mounts::fd_filestat_get(c, fd, buf)) {
         return r;
     }
     with_wasi(&mut caller, |ctx, mem| in_tokio(p1::fd_filestat_get(ctx, mem, fd, buf)))?
 }
 
 fn fd_fdstat_get(mut caller: Caller<'_, HostState>, fd: i32, buf: i32) -> wasmtime::Result<i32> {
-    if let Some(r) = mounts::fd_fdstat_get(&mut caller, fd, buf) {
+    if let Some(r) = mounts::settle(&mut caller, |c| mounts::fd_fdstat_get(c, fd, buf)) {
         return r;
     }
     with_wasi(&mut caller, |ctx, mem| in_tokio(p1::fd_fdstat_get(ctx, mem, fd, buf)))?
 }
 
 fn fd_fdstat_set_flags(mut caller: Caller<'_, HostState>, fd: i32, flags: i32) -> wasmtime::Result<i32> {
-    if let Some(r) = mounts::fd_fdstat_set_flags(&mut caller, fd, flags) {
+    if let Some(r) = mounts::settle(&mut caller, |c| mounts::fd_fdstat_set_flags(c, fd, flags)) {
         return r;
     }
     with_wasi(&mut caller, |ctx, mem| p1::fd_fdstat_set_flags(ctx, mem, fd, flags))?
 }
 
 fn fd_filestat_set_times(mut caller: Caller<'_, HostState>, fd: i32, atim: i64, mtim: i64, flags: i32) -> wasmtime::Result<i32> {
-    if let Some(r) = mounts::fd_filestat_set_times(&mut caller, fd) {
+    if let Some(r) = mounts::settle(&mut caller, |c| mounts::fd_filestat_set_times(c, fd)) {
         return r;
     }
     with_wasi(&mut caller, |ctx, mem| in_tokio(p1::fd_filestat_set_times(ctx, mem, fd, atim, mtim, flags)))?
 }
 
 fn fd_readdir(mut caller: Caller<'_, HostState>, fd: i32, buf: i32, buf_len: i32, cookie: i64, bufused: i32) -> wasmtime::Result<i32> {
-    if let Some(r) = mounts::fd_readdir(&mut caller, fd, buf, buf_len, cookie, bufused) {
+    if let Some(r) = mounts::settle(&mut caller, |c| mounts::fd_readdir(c, fd, buf, buf_len, cookie, bufused)) {
         return r;
     }
     with_wasi(&mut caller, |ctx, mem| in_tokio(p1::fd_readdir(ctx, mem, fd, buf, buf_len, cookie, bufused)))?
 }
 
 fn fd_sync(mut caller: Caller<'_, HostState>, fd: i32) -> wasmtime::Result<i32> {
-    if let Some(r) = mounts::fd_sync(&mut caller, fd) {
+    if let Some(r) = mounts::settle(&mut caller, |c| mounts::fd_sync(c, fd)) {
         return r;
     }
     with_wasi(&mut caller, |ctx, mem| in_tokio(p1::fd_sync(ctx, mem, fd)))?
 }
 
 fn fd_datasync(mut caller: Caller<'_, HostState>, fd: i32) -> wasmtime::Result<i32> {
-    if let Some(r) = mounts::fd_sync(&mut caller, fd) {
+    if let Some(r) = mounts::settle(&mut caller, |c| mounts::fd_sync(c, fd)) {
         return r;
     }
     with_wasi(&mut caller, |ctx, mem| in_tokio(p1::fd_datasync(ctx, mem, fd)))?
 }
 
 fn fd_advise(mut caller: Caller<'_, HostState>, fd: i32, offset: i64, len: i64, advice: i32) -> wasmtime::Result<i32> {
-    if let Some(r) = mounts::fd_advise(&mut caller, fd) {
+    if let Some(r) = mounts::settle(&mut caller, |c| mounts::fd_advise(c, fd)) {
         return r;
     }
     with_wasi(&mut caller, |ctx, mem| in_tokio(p1::fd_advise(ctx, mem, fd, offset, len, advice)))?
 }
 
 fn path_filestat_get(mut caller: Caller<'_, HostState>, fd: i32, flags: i32, path: i32, path_len: i32, buf: i32) -> wasmtime::Result<i32> {
-    if let Some(r) = mounts::path_filestat_get(&mut caller, fd, path, path_len, buf) {
+    if let Some(r) = mounts::settle(&mut caller, |c| mounts::path_filestat_get(c, fd, path, path_len, buf)) {
         return r;
     }
     with_wasi(&mut caller, |ctx, mem| in_tokio(p1::path_filestat_get(ctx, mem, fd, flags, path, path_len, buf)))?
@@ -620,7 +620,7 @@ fn path_filestat_set_times(
     mtim: i64,
     fst_flags: i32,
 ) -> wasmtime::Result<i32> {
-    if let Some(r) = mounts::path_filestat_set_times(&mut caller, fd, path, path_len) {
+    if let Some(r) = mounts::settle(&mut caller, |c| mounts::path_filestat_set_times(c, fd, path, path_len)) {
         return r;
     }
     with_wasi(&mut caller, |ctx, mem| {
@@ -629,14 +629,14 @@ fn path_filestat_set_times(
 }
 
 fn path_remove_directory(mut caller: Caller<'_, HostState>, fd: i32, path: i32, path_len: i32) -> wasmtime::Result<i32> {
-    if let Some(r) = mounts::path_remove_directory(&mut caller, fd, path, path_len) {
+    if let Some(r) = mounts::settle(&mut caller, |c| mounts::path_remove_directory(c, fd, path, path_len)) {
         return r;
     }
     with_wasi(&mut caller, |ctx, mem| in_tokio(p1::path_remove_directory(ctx, mem, fd, path, path_len)))?
 }
 
 fn path_unlink_file(mut caller: Caller<'_, HostState>, fd: i32, path: i32, path_len: i32) -> wasmtime::Result<i32> {
-    if let Some(r) = mounts::path_unlink_file(&mut caller, fd, path, path_len) {
+    if let Some(r) = mounts::settle(&mut caller, |c| mounts::path_unlink_file(c, fd, path, path_len)) {
         return r;
     }
     with_wasi(&mut caller, |ctx, mem| in_tokio(p1::path_unlink_file(ctx, mem, fd, path, path_len)))?
@@ -651,7 +651,7 @@ fn path_rename(
     new: i32,
     new_len: i32,
 ) -> wasmtime::Result<i32> {
-    if let Some(r) = mounts::path_rename(&mut caller, fd, old, old_len, new_fd, new, new_len) {
+    if let Some(r) = mounts::settle(&mut caller, |c| mounts::path_rename(c, fd, old, old_len, new_fd, new, new_len)) {
         return r;
     }
     with_wasi(&mut caller, |ctx, mem| in_tokio(p1::path_rename(ctx, mem, fd, old, old_len, new_fd, new, new_len)))?
@@ -666,7 +666,7 @@ fn path_readlink(
     buf_len: i32,
     used: i32,
 ) -> wasmtime::Result<i32> {
-    if let Some(r) = mounts::path_readlink(&mut caller, fd, path, path_len, buf, buf_len, used) {
+    if let Some(r) = mounts::settle(&mut caller, |c| mounts::path_readlink(c, fd, path, path_len, buf, buf_len, used)) {
         return r;
     }
     with_wasi(&mut caller, |ctx, mem| in_tokio(p1::path_readlink(ctx, mem, fd, path, path_len, buf, buf_len, used)))?

@@ -147,6 +147,12 @@ fn door_call(
         };
         door.call(&data[req], &ctx)
     };
+    // Cancelled or out of time while the door worked (a tool answered "cancelled"): the
+    // guest stops at its next epoch check, not at the ticker's next tick, by which time a
+    // guest that handles the error may have ended the run by itself.
+    if ctx.cancel.is_cancelled() || caller.data().stop.check().is_some() {
+        caller.as_context_mut().set_epoch_deadline(0);
+    }
     let bytes = match answer {
         DoorAnswer::Reply(bytes) => bytes,
         DoorAnswer::NoHost => return Ok(DOOR_NO_HOST),

@@ -8,7 +8,7 @@
 use std::sync::Arc;
 
 use parking_lot::Mutex;
-use wasmtime::Caller;
+use wasmtime::{AsContextMut, Caller};
 
 use super::dirent::{self, Entry};
 use super::path::{self, Resolved};
@@ -51,6 +51,19 @@ fn err(e: Errno) -> R {
 
 fn raw(e: i32) -> R {
     Some(Ok(e))
+}
+
+/// Runs a mount's answer to a call; if a provider call in it gave up because the run was
+/// cancelled or out of time, the guest stops at its next epoch check.
+pub(crate) fn settle(caller: &mut Caller<'_, HostState>, call: impl FnOnce(&mut Caller<'_, HostState>) -> R) -> R {
+    let r = call(caller);
+    if r.is_some()
+        && let Some(t) = caller.data_mut().mounts.as_deref_mut()
+        && std::mem::take(&mut t.stopped)
+    {
+        caller.as_context_mut().set_epoch_deadline(0);
+    }
+    r
 }
 
 /// Whether this run has mounts at all (the common case is one branch).

@@ -221,6 +221,9 @@ pub(crate) struct MountTable {
     /// The largest a staged file may grow (the run's memory limit): the staged copy is
     /// host memory, which `file_write_bytes = None` would otherwise leave unbounded.
     pub(crate) max_file_bytes: u64,
+    /// A provider call gave up because the run was cancelled or out of time: the guest
+    /// must stop at its next epoch check (files.rs, `settle`).
+    pub(crate) stopped: bool,
     pub(crate) record: FileRecord,
 }
 
@@ -236,6 +239,7 @@ impl MountTable {
             cache: HashMap::new(),
             max_calls,
             max_file_bytes,
+            stopped: false,
             record: FileRecord::default(),
         }
     }
@@ -322,7 +326,10 @@ impl MountTable {
             Ok(Err(FileError::Errno(e))) => return Err(e),
             Ok(Err(FileError::Fault(text))) => (Errno::Io, text),
             Err(Unanswered::TimedOut) => (Errno::Timedout, "timed out".to_owned()),
-            Err(Unanswered::Cancelled) => (Errno::Io, "stopped: the run's deadline or cancel".to_owned()),
+            Err(Unanswered::Cancelled) => {
+                self.stopped = true;
+                (Errno::Io, "stopped: the run's deadline or cancel".to_owned())
+            }
             Err(Unanswered::NoThread(why)) => (Errno::Io, why.to_owned()),
         };
         let path = self.guest_path(m, path);
