@@ -7,7 +7,7 @@ from __future__ import annotations
 import textwrap
 
 from wasi_python import run
-from wasi_python._tools import _as_tools
+from wasi_python._tools import as_tools
 
 
 def _fresh_function():
@@ -35,10 +35,10 @@ def _guest_view(fn):
 
 def test_an_unchanged_function_is_read_once_and_compiled_once():
     fn = _fresh_function()
-    first, again = _as_tools([fn])[0], _as_tools([fn])[0]
+    first, again = as_tools([fn])[0], as_tools([fn])[0]
     assert first is again
     assert first._for_door() is again._for_door()
-    assert _as_tools([_fresh_function()])[0] is not first  # another function, another tool
+    assert as_tools([_fresh_function()])[0] is not first  # another function, another tool
 
 
 def test_a_changed_function_is_read_again():

@@ -16,7 +16,7 @@ from typing import Annotated, Any, Literal, NewType, Optional, TypedDict, Union
 import pytest
 from pydantic import BaseModel, Field
 
-from wasi_python import _tools
+from wasi_python import _build, _tools
 from wasi_python.tools import Tool, ToolCall, ToolDenied, ToolError, ToolTimeout, tool
 
 # ---------------------------------------------------------------------------------------------
@@ -1160,7 +1160,7 @@ def test_meta_python_contents() -> None:
 
 
 # ---------------------------------------------------------------------------------------------
-# _as_tools, _check_schema, ToolCall and the exceptions
+# as_tools, check_schema, ToolCall and the exceptions
 
 
 def other_lookup(code: str) -> dict:
@@ -1168,7 +1168,7 @@ def other_lookup(code: str) -> dict:
 
 
 def test_as_tools_normalises() -> None:
-    tools = _tools._as_tools(
+    tools = _tools.as_tools(
         [
             lookup_region,
             other_lookup,
@@ -1178,32 +1178,32 @@ def test_as_tools_normalises() -> None:
     assert [t.name for t in tools] == ["lookup_region", "other_lookup", "orders_for"]
     assert tools[0] is lookup_region
     assert all(isinstance(t, Tool) for t in tools)
-    assert _tools._as_tools(iter([])) == []
+    assert _tools.as_tools(iter([])) == []
 
 
 def test_as_tools_refuses_two_tools_with_one_name() -> None:
     with pytest.raises(ValueError, match="'lookup_region'"):
-        _tools._as_tools([lookup_region, tool(other_lookup, name="lookup_region")])
+        _tools.as_tools([lookup_region, tool(other_lookup, name="lookup_region")])
     with pytest.raises(ValueError):
-        _tools._as_tools([lookup_region, lookup_region])
+        _tools.as_tools([lookup_region, lookup_region])
 
 
 @pytest.mark.parametrize("bad", [lookup_region, "lookup_region", {"a": lookup_region}, 3], ids=repr)
 def test_as_tools_wants_a_list(bad: Any) -> None:
     with pytest.raises(TypeError):
-        _tools._as_tools(bad)
+        _tools.as_tools(bad)
 
 
 def test_check_schema_hook_gets_the_final_schema(monkeypatch: pytest.MonkeyPatch) -> None:
     calls = []
-    monkeypatch.setattr(_tools, "_check_schema", lambda s, v: calls.append((s, v)))
+    monkeypatch.setattr(_build, "check_schema", lambda s, v: calls.append((s, v)))
     t = tool(lookup_region.fn, validates_input=True)
     assert calls == [(t.input_schema, True)]
 
     def refuse(schema: dict, validates_input: bool) -> None:
         raise ValueError("unsupported keyword")
 
-    monkeypatch.setattr(_tools, "_check_schema", refuse)
+    monkeypatch.setattr(_build, "check_schema", refuse)
     with pytest.raises(ValueError):
         tool(lookup_region.fn)
 
@@ -1212,7 +1212,7 @@ def test_check_schema_without_the_extension_is_a_no_op() -> None:
     try:
         import wasi_python._wasi_python  # noqa: F401
     except ImportError:
-        _tools._check_schema({"type": "object", "properties": {}}, False)
+        _build.check_schema({"type": "object", "properties": {}}, False)
     else:
         pytest.skip("the extension is built: its checker runs instead")
 
