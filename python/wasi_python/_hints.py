@@ -209,10 +209,7 @@ class SchemaBuilder:
         return schema, lambda v: {k: conv(x) for k, x in v.items()}
 
     def _build_typeddict(self, h: type) -> tuple[dict[str, Any], Conv | None]:
-        try:
-            hints = typing.get_type_hints(h, include_extras=True)
-        except (NameError, SyntaxError) as e:
-            raise _Unsupported(f"a hint of {h.__name__} cannot be resolved ({e})") from None
+        hints = _field_hints(h)
         props: dict[str, Any] = {}
         convs: dict[str, Conv] = {}
         for k, v in hints.items():
@@ -230,10 +227,7 @@ class SchemaBuilder:
         return schema, lambda v: {k: (convs[k](x) if k in convs else x) for k, x in v.items()}
 
     def _build_dataclass(self, h: type) -> tuple[dict[str, Any], Conv | None]:
-        try:
-            hints = typing.get_type_hints(h, include_extras=True)
-        except (NameError, SyntaxError) as e:
-            raise _Unsupported(f"a hint of {h.__name__} cannot be resolved ({e})") from None
+        hints = _field_hints(h)
         props: dict[str, Any] = {}
         convs: dict[str, Conv] = {}
         req: list[str] = []
@@ -287,6 +281,14 @@ class _Unsupported(Exception):
     pass
 
 
+def _field_hints(h: type) -> dict[str, Any]:
+    """The resolved hints of a TypedDict's or a dataclass's fields."""
+    try:
+        return typing.get_type_hints(h, include_extras=True)
+    except (NameError, SyntaxError) as e:
+        raise _Unsupported(f"a hint of {h.__name__} cannot be resolved ({e})") from None
+
+
 def _check_key(k: str, owner: type) -> None:
     if not isinstance(k, str):
         raise _Unsupported(f"{owner.__name__} has a field name that is not a str")
@@ -336,21 +338,22 @@ def _union_converter(
 
 
 def _model_converter(model: Any) -> Conv:
-    def conv(v: Any) -> Any:
-        if isinstance(v, model):
-            return v
-        try:
-            return model.model_validate(v)
-        except Exception as e:
-            raise ToolError(_validation_message(e)) from None
-
-    return conv
+    return _validating(model.model_validate, model)
 
 
 def _adapter_converter(adapter: Any) -> Conv:
+    return _validating(adapter.validate_python)
+
+
+def _validating(validate: Callable[[Any], Any], model: type | None = None) -> Conv:
+    """A converter through a pydantic validation (an instance of ``model`` passes as it is);
+    a value it refuses fails the call with a ToolError the guest reads."""
+
     def conv(v: Any) -> Any:
+        if model is not None and isinstance(v, model):
+            return v
         try:
-            return adapter.validate_python(v)
+            return validate(v)
         except Exception as e:
             raise ToolError(_validation_message(e)) from None
 
@@ -369,8 +372,6 @@ def _validation_message(e: Exception) -> str:
         except Exception:  # pragma: no cover - defensive
             pass
     return f"invalid arguments: {type(e).__name__}"
-
-
 
 
 def annotated_description(h: Any) -> str | None:
