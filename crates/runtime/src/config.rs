@@ -4,7 +4,12 @@ use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
 
-use crate::{CancelToken, Door, Error};
+use crate::budget::Limits as BudgetLimits;
+use crate::{CancelToken, Door, Error, ToolDoor};
+
+/// The guest's private writable working folder (and HOME), unless `workdir` names a
+/// grant or mount.
+pub(crate) const WORKDIR: &str = "/work";
 
 /// The guest's smallest memory: its module declares 640 pages (40 MiB).
 pub const MIN_MEMORY_BYTES: u64 = 40 << 20;
@@ -136,6 +141,8 @@ pub struct RunConfig {
     pub(crate) workdir: Option<String>,
     pub(crate) preload: Preload,
     pub(crate) mounts: Vec<crate::mounts::Mount>,
+    /// The tool door and each session turn's budget, when the run offers tools.
+    pub(crate) tools: Option<(ToolDoor, BudgetLimits)>,
 }
 
 /// Which modules the guest has imported before the program starts
@@ -155,6 +162,16 @@ pub enum Preload {
 }
 
 impl Preload {
+    /// The embedder's `preload=` as most APIs take it: `None` is [`Preload::Default`],
+    /// an empty list [`Preload::Nothing`], else exactly those modules.
+    pub fn from_option(names: Option<Vec<String>>) -> Preload {
+        match names {
+            None => Preload::Default,
+            Some(m) if m.is_empty() => Preload::Nothing,
+            Some(m) => Preload::Modules(m),
+        }
+    }
+
     /// The modules asked for, sorted and without repeats; a name must be a dotted
     /// Python identifier (ASCII).
     pub(crate) fn modules(names: &[String]) -> Result<Vec<String>, Error> {
@@ -210,7 +227,13 @@ impl RunConfig {
             workdir: None,
             preload: Preload::Nothing,
             mounts: Vec::new(),
+            tools: None,
         }
+    }
+    /// Replaces the command line.
+    pub fn argv<S: Into<String>>(mut self, argv: impl IntoIterator<Item = S>) -> Self {
+        self.argv = argv.into_iter().map(Into::into).collect();
+        self
     }
     pub fn stdin(mut self, bytes: impl Into<Vec<u8>>) -> Self {
         self.stdin = bytes.into();
@@ -266,7 +289,7 @@ impl RunConfig {
         self
     }
     pub(crate) fn workdir_path(&self) -> &str {
-        self.workdir.as_deref().unwrap_or(crate::run::WORKDIR)
+        self.workdir.as_deref().unwrap_or(WORKDIR)
     }
     /// Serves a guest folder from the embedder's code (see [`crate::Mount`]).
     pub fn mount(mut self, mount: crate::mounts::Mount) -> Self {
@@ -286,6 +309,14 @@ impl RunConfig {
     /// Answers the guest's `_host.call` frames.
     pub fn door(mut self, door: Arc<dyn Door>) -> Self {
         self.door = Some(door);
+        self.tools = None;
+        self
+    }
+    /// Offers tools through `door`: its record becomes [`crate::Completed::tools`], and
+    /// each session turn starts with a fresh budget of `per_turn` and a fresh record.
+    pub fn tools(mut self, door: ToolDoor, per_turn: BudgetLimits) -> Self {
+        self.door = Some(Arc::new(door.clone()));
+        self.tools = Some((door, per_turn));
         self
     }
 
@@ -350,13 +381,13 @@ impl RunConfig {
         }
         if let Some(w) = &self.workdir {
             // The guest writes where it stands: a read-only grant would make `open('out.csv', 'w')` fail.
-            if w != crate::run::WORKDIR
+            if w != WORKDIR
                 && !self.grants.iter().any(|g| &g.guest_path == w && g.writable)
                 && !self.mounts.iter().any(|m| &m.guest_path == w && m.writable)
             {
                 return Err(Error::InvalidConfig {
                     param: "workdir",
-                    reason: format!("{w:?} is not the guest path of a writable grant or mount (or {:?})", crate::run::WORKDIR),
+                    reason: format!("{w:?} is not the guest path of a writable grant or mount (or {:?})", WORKDIR),
                 });
             }
         }

@@ -315,21 +315,36 @@ fn compile_and_cache(artifacts: &Artifacts, engine: &Engine, path: &Path) -> Res
         .ok_or_else(|| Error::Module(format!("the freshly written {} does not load", path.display())))
 }
 
-/// Lazily prepared flavours, shared by every run of one [`crate::Runtime`].
-#[derive(Debug, Default)]
+/// The compiled guest of one artifact set: its flavours, prepared lazily and shared by
+/// every run of one [`crate::Runtime`].
+#[derive(Debug)]
 pub(crate) struct Flavours {
+    artifacts: Artifacts,
+    cache_dir: PathBuf,
+    pooling: bool,
     plain: Mutex<Option<Arc<Flavoured>>>,
     metered: Mutex<Option<Arc<Flavoured>>>,
 }
 
 impl Flavours {
-    pub(crate) fn get(
-        &self,
-        artifacts: &Artifacts,
-        cache_dir: &Path,
-        flavour: Flavour,
-        pooling: bool,
-    ) -> Result<Arc<Flavoured>, Error> {
+    pub(crate) fn new(artifacts: Artifacts, cache_dir: PathBuf, pooling: bool) -> Flavours {
+        Flavours { artifacts, cache_dir, pooling, plain: Mutex::new(None), metered: Mutex::new(None) }
+    }
+
+    pub(crate) fn artifacts(&self) -> &Artifacts {
+        &self.artifacts
+    }
+
+    pub(crate) fn cache_dir(&self) -> &Path {
+        &self.cache_dir
+    }
+
+    pub(crate) fn pooling(&self) -> bool {
+        self.pooling
+    }
+
+    /// `flavour`'s engines: compiled, or loaded from the cache, on first need.
+    pub(crate) fn get(&self, flavour: Flavour) -> Result<Arc<Flavoured>, Error> {
         let slot = match flavour {
             Flavour::Plain => &self.plain,
             Flavour::Metered => &self.metered,
@@ -338,7 +353,7 @@ impl Flavours {
         if let Some(p) = &*slot {
             return Ok(p.clone());
         }
-        let p = Arc::new(prepare(artifacts, cache_dir, flavour, pooling)?);
+        let p = Arc::new(prepare(&self.artifacts, &self.cache_dir, flavour, self.pooling)?);
         *slot = Some(p.clone());
         Ok(p)
     }

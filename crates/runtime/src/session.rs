@@ -13,12 +13,11 @@ use std::sync::mpsc::{self, Receiver, RecvTimeoutError, SyncSender};
 use std::time::{Duration, Instant};
 
 use parking_lot::Mutex;
-use wasmtime::{Instance, TypedFunc};
 
-use crate::engine::{self, Flavour, GUEST_THREAD_STACK};
-use crate::run::{self, Guest};
-use crate::stop::Ticker;
-use crate::{Artifacts, CancelToken, Completed, Error, RunConfig, Runtime, Trapped, Truncated};
+use crate::engine::{self, GUEST_THREAD_STACK};
+use crate::guest::{ARGV0, Guest, OpenFiles, SETUP_DEADLINE, guest_env, py_env, py_str, setup_code};
+use crate::host::GUEST_CLOCK_START;
+use crate::{Artifacts, CancelToken, Completed, Error, RunConfig, Runtime, Trapped};
 
 /// Why a session ended.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -157,73 +156,14 @@ impl Drop for TurnHandle {
     }
 }
 
-/// The code of the hidden first turn: our guest package first on sys.path, its
-/// bundle's finder installed (guest/_wasi_python_boot.py), and the turn counter
-/// reset so the caller's first turn is `<turn 1>`. It binds no names.
-fn setup_code(path: Option<&str>, workdir: &str) -> String {
-    let mut s = format!("__import__('os').chdir({})\n", run::py_str(workdir));
-    if let Some(p) = path {
-        s.push_str(&format!("__import__('sys').path.insert(0, {})\n", run::py_str(p)));
-        s.push_str("__import__('_wasi_python_boot').install()\n");
-    }
-    s.push_str("__import__('_reactor')._turns = 0\n");
-    s
-}
-
 /// The hidden first turn of a session from a snapshot, whose build already ran
 /// [`setup_code`]: the run's environment and working folder replace the build's.
 fn restore_code(env: &[(String, String)], workdir: &str) -> String {
     format!(
         "__import__('_wasi_python_boot').restore({}, {})\n__import__('_reactor')._turns = 0\n",
-        run::py_env(env),
-        run::py_str(workdir)
+        py_env(env),
+        py_str(workdir)
     )
-}
-
-/// Builds a snapshot's memory: a session with the runtime's standard folders and no
-/// grants imports `modules`, and its linear memory is copied out. A module that does
-/// not import is named in the error.
-pub(crate) fn preloaded_memory(
-    flavoured: &engine::Flavoured,
-    artifacts: &Artifacts,
-    modules: &[String],
-) -> Result<Vec<u8>, Error> {
-    let failed = |reason: String| Error::Snapshot { modules: modules.to_vec(), reason };
-    if artifacts.guest_path().is_none() {
-        return Err(failed("the artifacts have no guest package, whose `preload` builds snapshots".into()));
-    }
-    let config = RunConfig::new(Vec::<String>::new());
-    let mut live = Live::open(flavoured, artifacts, &config, &[], Start::Build)?;
-    let quoted: Vec<String> = modules.iter().map(|m| run::py_str(m)).collect();
-    let turn = Turn {
-        code: format!("__import__('_wasi_python_boot').preload([{}])", quoted.join(", ")),
-        deadline: Some(Duration::from_secs(600)),
-        output_bytes: 1 << 20,
-        fuel: None,
-        cancel: CancelToken::new(),
-    };
-    let (done, _) = live.run_turn(&turn);
-    if done.exit_code != Some(0) || done.trapped.is_some() {
-        let stderr = String::from_utf8_lossy(&done.stderr);
-        const MARK: &str = "wasi-python-preload-failed: ";
-        if let Some(at) = stderr.find(MARK) {
-            let rest = &stderr[at + MARK.len()..];
-            let (module, traceback) = rest.split_once('\n').unwrap_or((rest, ""));
-            return Err(Error::Preload { module: module.trim().to_owned(), traceback: traceback.trim_end().to_owned() });
-        }
-        return Err(failed(format!(
-            "the preload turn ended with status {:?}, trap {:?}: {}",
-            done.exit_code,
-            done.trapped.map(|t| t.to_string()),
-            stderr.trim_end()
-        )));
-    }
-    let data = live.guest.store.data();
-    if data.files.open_count() != 0 {
-        return Err(failed("importing left files open, which a snapshot cannot carry".into()));
-    }
-    let memory = data.memory.ok_or_else(|| failed("the guest has no memory".into()))?;
-    Ok(memory.data(&live.guest.store).to_vec())
 }
 
 impl Runtime {
@@ -231,13 +171,8 @@ impl Runtime {
     /// defaults of each turn's, its grants, env, door and memory hold for the session.
     /// Metered (fuel) sessions need `config.limits.fuel` set to something at opening.
     pub fn open_session(&self, config: RunConfig, limits: SessionLimits) -> Result<Session, Error> {
-        let grants = config
-            .check(self.own_files())?
-            .into_iter()
-            .map(|(host, g)| (host, g.guest_path.clone(), g.writable))
-            .collect::<Vec<_>>();
-        let flavour = if config.limits.fuel.is_some() { Flavour::Metered } else { Flavour::Plain };
-        let (prepared, preloaded) = self.flavour_for(&config, flavour)?;
+        let grants = self.grants(&config)?;
+        let (prepared, preloaded) = self.flavour_for(&config)?;
         let artifacts = self.artifacts().clone();
         let (tx, rx) = mpsc::sync_channel::<Cmd>(0);
         let ended = Arc::new(Mutex::new(None));
@@ -258,8 +193,12 @@ impl Runtime {
                         return;
                     }
                 };
-                let end = live.serve(rx, &limits, &ended2);
+                let end = live.serve(&rx, &limits, &ended2);
                 ended2.lock().get_or_insert(end);
+                // The guest's open mount files reach their providers (Live's drop) before
+                // the channel closes: a `close()` waiting on it returns after them.
+                drop(live);
+                drop(rx);
             })
             .map_err(|e| Error::io("spawning the session thread", e))?;
         ready_rx
@@ -279,10 +218,9 @@ impl Session {
         self.ended.lock().clone()
     }
 
-    /// Starts a turn; refused if the session ended or another turn is running.
-    /// `before` runs once the session is reserved for this turn, before the guest
-    /// sees it (the door's per-turn budget is reset there).
-    pub fn start_turn(&self, turn: Turn, before: impl FnOnce()) -> Result<TurnHandle, SessionError> {
+    /// Starts a turn; refused if the session ended or another turn is running. The
+    /// turn gets its own tool budget and record (the door's, reset as it starts).
+    pub fn start_turn(&self, turn: Turn) -> Result<TurnHandle, SessionError> {
         if self
             .busy
             .compare_exchange(false, true, Ordering::SeqCst, Ordering::SeqCst)
@@ -297,7 +235,6 @@ impl Session {
             release();
             return Err(SessionError::Ended(self.ended().unwrap_or(SessionEnd::Closed)));
         };
-        before();
         let (rtx, rrx) = mpsc::sync_channel(1);
         if tx.send(Cmd::Turn(turn, rtx)).is_err() {
             // The session thread has ended (idle, lifetime, a trap, exit).
@@ -310,7 +247,7 @@ impl Session {
 
     /// Runs one turn to its end.
     pub fn turn(&self, turn: Turn) -> Result<Completed, SessionError> {
-        self.start_turn(turn, || {})?.wait()
+        self.start_turn(turn)?.wait()
     }
 
     /// The end's reason, once the session thread has written it.
@@ -350,8 +287,6 @@ enum Start {
     Bootstrap,
     /// A preload snapshot: its build already ran the setup turn.
     Snapshot,
-    /// Building a preload snapshot.
-    Build,
 }
 
 /// The session thread's state.
@@ -359,38 +294,14 @@ struct Live {
     guest: Guest,
     /// Dropped after `guest` (fields drop in order): the pool slot outlives the store.
     _slot: engine::Slot,
-    instance: Instance,
-    turn: TypedFunc<(i32, i32), i32>,
-    alloc: TypedFunc<i32, i32>,
-    metered: bool,
     opened: Instant,
     /// Closing calls our guest package's `finish` instead of the `shutdown` export.
     finish: bool,
 }
 
-/// Calls the `turn` export with `code`, written into a buffer from `host_alloc`.
-pub(crate) fn call_turn(
-    store: &mut wasmtime::Store<crate::host::HostState>,
-    alloc: &TypedFunc<i32, i32>,
-    turn: &TypedFunc<(i32, i32), i32>,
-    code: &str,
-) -> wasmtime::Result<i32> {
-    let code = code.as_bytes();
-    let len = i32::try_from(code.len()).map_err(|_| wasmtime::format_err!("the turn's code is over 2 GiB"))?;
-    let mut ptr = 0;
-    if len > 0 {
-        ptr = alloc.call(&mut *store, len)?;
-        let memory = store.data().memory.expect("set at instantiation");
-        let data = memory.data_mut(&mut *store);
-        let start = ptr as u32 as usize;
-        match data.get_mut(start..start + code.len()) {
-            Some(dst) if ptr != 0 => dst.copy_from_slice(code),
-            // The guest raises MemoryError for a null pointer.
-            _ => ptr = 0,
-        }
-    }
-    turn.call(&mut *store, (ptr, len))
-}
+/// Closing with our guest package: what finalisation does that a program can observe,
+/// without CPython's teardown (hundreds of ms with pandas loaded).
+const FINISH: &str = "__import__('_wasi_python_boot').finish()";
 
 impl Live {
     fn open(
@@ -400,36 +311,17 @@ impl Live {
         grants: &[(PathBuf, String, bool)],
         start: Start,
     ) -> Result<Live, Error> {
-        let args = vec!["/usr/local/bin/python.wasm".to_owned()];
         let (prepared, slot) = flavoured.pick()?;
-        // A build's clock starts at 0, a guest's after any build (host.rs, GuestClock).
-        let mono_start = if start == Start::Build { 0 } else { crate::host::GUEST_CLOCK_START };
-        let mut guest = run::new_guest(prepared, artifacts, config, grants, &args, Vec::new(), None, mono_start)?;
-        let fail = |e: wasmtime::Error| Error::Module(format!("opening the session: {e:#}"));
-        let instance = run::instantiate(prepared, &mut guest.store).map_err(fail)?;
-        let turn = instance
-            .get_typed_func::<(i32, i32), i32>(&mut guest.store, "turn")
-            .map_err(fail)?;
-        let alloc = instance
-            .get_typed_func::<i32, i32>(&mut guest.store, "host_alloc")
-            .map_err(fail)?;
-        let mut live = Live {
-            guest,
-            _slot: slot,
-            instance,
-            turn,
-            alloc,
-            metered: config.limits.fuel.is_some(),
-            opened: Instant::now(),
-            finish: artifacts.guest_path().is_some(),
-        };
+        let mut guest = Guest::new(prepared, artifacts, config, grants, &[ARGV0.to_owned()], GUEST_CLOCK_START)?;
+        guest.instantiate(prepared).map_err(|e| Error::Module(format!("opening the session: {e:#}")))?;
+        let mut live = Live { guest, _slot: slot, opened: Instant::now(), finish: artifacts.guest_path().is_some() };
         let code = match start {
-            Start::Snapshot => restore_code(&run::guest_env(config), config.workdir_path()),
-            Start::Bootstrap | Start::Build => setup_code(artifacts.guest_path(), config.workdir_path()),
+            Start::Snapshot => restore_code(&guest_env(config), config.workdir_path()),
+            Start::Bootstrap => setup_code(artifacts.guest_path(), config.workdir_path()),
         };
         let setup = Turn {
             code,
-            deadline: Some(Duration::from_secs(30)),
+            deadline: Some(SETUP_DEADLINE),
             output_bytes: 1 << 16,
             fuel: None,
             cancel: CancelToken::new(),
@@ -447,7 +339,7 @@ impl Live {
 
     /// Serves turns until the session ends. The end is written to `ended` before the
     /// turn that caused it is answered, so the caller sees it at once.
-    fn serve(&mut self, rx: Receiver<Cmd>, limits: &SessionLimits, ended: &Mutex<Option<SessionEnd>>) -> SessionEnd {
+    fn serve(&mut self, rx: &Receiver<Cmd>, limits: &SessionLimits, ended: &Mutex<Option<SessionEnd>>) -> SessionEnd {
         loop {
             let mut wait = limits.idle.unwrap_or(Duration::from_secs(u32::MAX as u64));
             let mut why = SessionEnd::Idle;
@@ -465,6 +357,7 @@ impl Live {
                         let left = life.saturating_sub(self.opened.elapsed());
                         turn.deadline = Some(turn.deadline.map_or(left, |d| d.min(left)));
                     }
+                    self.guest.begin_turn();
                     let (done, mut end) = self.run_turn(&turn);
                     // A turn cut short by the session's lifetime ends it for that reason.
                     let lived = limits.lifetime.is_some_and(|l| self.opened.elapsed() >= l);
@@ -491,105 +384,49 @@ impl Live {
         }
     }
 
-    fn arm(&mut self, deadline: Option<Duration>, fuel: Option<u64>, output: usize, cancel: &CancelToken) -> Result<(), wasmtime::Error> {
-        let store = &mut self.guest.store;
-        store.data_mut().stop.deadline = deadline.map(|d| Instant::now() + d);
-        store.data_mut().stop.cancel = cancel.clone();
-        store.set_epoch_deadline(1);
-        if self.metered {
-            store.set_fuel(fuel.unwrap_or(u64::MAX))?;
-        }
-        self.guest.stdout.set_cap(output);
-        self.guest.stderr.set_cap(output);
-        Ok(())
-    }
-
     /// Runs one turn; the second value says why the session ended with it, if it did.
     fn run_turn(&mut self, turn: &Turn) -> (Completed, Option<SessionEnd>) {
         let started = Instant::now();
-        let _ticking = Ticker::global().activate(self.guest.store.engine());
-        let outcome = (|| -> wasmtime::Result<i32> {
-            self.arm(turn.deadline, turn.fuel, turn.output_bytes, &turn.cancel)?;
-            call_turn(&mut self.guest.store, &self.alloc, &self.turn, &turn.code)
-        })();
-        let fuel_used = match (self.metered, turn.fuel, self.guest.store.get_fuel()) {
-            (true, Some(cap), Ok(left)) => Some(cap.saturating_sub(left)),
+        let deadline = turn.deadline.map(|d| started + d);
+        let mut asked_exit = false;
+        let ending = self.guest.call(
+            turn.fuel,
+            |g| {
+                g.arm(deadline, turn.fuel, turn.output_bytes, &turn.cancel)?;
+                g.call_turn(&turn.code)
+            },
+            |v| match v {
+                // 256 + s: exit(s) was called; the session asks to end.
+                256..512 => {
+                    asked_exit = true;
+                    Ok(v - 256)
+                }
+                0..256 => Ok(v),
+                _ => Err(Trapped::Other(format!("the guest refused the turn ({v})"))),
+            },
+        );
+        let end = match (&ending.exit_code, &ending.trapped) {
+            // exit(s), or os._exit(n) inside a turn: the instance is gone.
+            (Some(code), None) if asked_exit || ending.exited => Some(SessionEnd::Exit(*code)),
+            (_, Some(t)) => Some(SessionEnd::Trapped(t.clone())),
             _ => None,
         };
-        let (exit_code, trapped, end) = match outcome {
-            // 256 + s: exit(s) was called; the session asks to end.
-            Ok(v) if (256..512).contains(&v) => (Some(v - 256), None, Some(SessionEnd::Exit(v - 256))),
-            Ok(v) if (0..256).contains(&v) => (Some(v), None, None),
-            Ok(v) => {
-                let t = Trapped::Other(format!("the guest refused the turn ({v})"));
-                (None, Some(t.clone()), Some(SessionEnd::Trapped(t)))
-            }
-            Err(e) => match run::classify(&e) {
-                // os._exit(n) inside a turn: the instance is gone.
-                (Some(code), None) => (Some(code), None, Some(SessionEnd::Exit(code))),
-                (code, Some(t)) => (code, Some(t.clone()), Some(SessionEnd::Trapped(t))),
-                (code, None) => (code, None, Some(SessionEnd::Closed)),
-            },
-        };
-        // Each turn reports its own mount calls; files stay staged while open. The next
-        // turn asks the providers afresh.
-        let files = self.guest.store.data_mut().mounts.as_deref_mut().map(|t| {
-            t.forget_all_cached();
-            std::mem::take(&mut t.record)
-        });
-        let (stdout, out_t) = self.guest.stdout.take();
-        let (stderr, err_t) = self.guest.stderr.take();
-        let done = Completed {
-            exit_code,
-            stdout,
-            stderr,
-            trapped,
-            truncated: Truncated { stdout: out_t, stderr: err_t },
-            fuel_used,
-            file_bytes_written: self.guest.store.data().files.written(),
-            files,
-            duration: started.elapsed(),
-        };
-        (done, end)
+        // Each turn reports its own mount calls; files stay staged while open.
+        (self.guest.complete(ending, started, OpenFiles::Keep), end)
     }
 
     fn shutdown(&mut self, within: Duration) -> Completed {
         let started = Instant::now();
-        let _ticking = Ticker::global().activate(self.guest.store.engine());
-        let cancel = CancelToken::new();
-        let outcome = (|| -> wasmtime::Result<i32> {
-            self.arm(Some(within), None, 1 << 20, &cancel)?;
-            if self.finish {
-                // What finalisation does that a program can observe, without CPython's
-                // teardown (hundreds of ms with pandas loaded): the store is dropped next.
-                let code = "__import__('_wasi_python_boot').finish()";
-                let v = call_turn(&mut self.guest.store, &self.alloc, &self.turn, code)?;
-                return Ok(if (256..512).contains(&v) { v - 256 } else { v });
-            }
-            let f = self.instance.get_typed_func::<(), i32>(&mut self.guest.store, "shutdown")?;
-            f.call(&mut self.guest.store, ())
-        })();
-        let (exit_code, trapped) = match outcome {
-            Ok(v) => (Some(v), None),
-            Err(e) => run::classify(&e),
-        };
-        let files = self.guest.store.data_mut().mounts.as_deref_mut().map(|t| {
-            t.flush_all();
-            std::mem::take(&mut t.record)
-        });
-        let (stdout, out_t) = self.guest.stdout.take();
-        let (stderr, err_t) = self.guest.stderr.take();
-        Completed {
-            exit_code,
-            stdout,
-            stderr,
-            trapped,
-            truncated: Truncated { stdout: out_t, stderr: err_t },
-            fuel_used: None,
-            file_bytes_written: self.guest.store.data().files.written(),
-            files,
-            duration: started.elapsed(),
-        }
+        let finish = self.finish;
+        let ending = self.guest.call(
+            None,
+            |g| {
+                g.arm(Some(started + within), None, 1 << 20, &CancelToken::new())?;
+                if finish { g.call_turn(FINISH) } else { g.call_shutdown() }
+            },
+            |v| Ok(if finish && (256..512).contains(&v) { v - 256 } else { v }),
+        );
+        self.guest.complete(ending, started, OpenFiles::Flush)
     }
 }
 
@@ -597,8 +434,6 @@ impl Drop for Live {
     /// However the session ends (idle, lifetime, a trap, exit), what the guest wrote to
     /// its mounts and did not close reaches them.
     fn drop(&mut self) {
-        if let Some(t) = self.guest.store.data_mut().mounts.as_deref_mut() {
-            t.flush_all();
-        }
+        self.guest.flush_mounts();
     }
 }

@@ -2,9 +2,9 @@
 //! that imports them finds them in `sys.modules`.
 //!
 //! A snapshot is built once per module set and machine:
-//! 1. A session with the runtime's standard folders (stdlib, mpl-data, `/tmp`, `/work`)
-//!    and no grants runs the guest package's `preload` turn (session.rs
-//!    `preloaded_memory`).
+//! 1. A guest with the runtime's standard folders (stdlib, mpl-data, `/tmp`, `/work`)
+//!    and no grants runs a session's setup turn, then the guest package's `preload`
+//!    turn ([`build_memory`]).
 //! 2. Its linear memory is copied out, wasi-libc's table of preopened folders is
 //!    emptied in the copy (see [`preopen_table`]), and the copy is written to the cache
 //!    folder as a sparse file, keyed by everything that shapes it ([`image_path`]).
@@ -29,8 +29,9 @@ use parking_lot::Mutex;
 use sha2::{Digest, Sha256};
 
 use crate::config::Preload;
-use crate::engine::{Flavour, Flavoured, WASMTIME_VERSION};
-use crate::{Artifacts, Error, RunConfig, Runtime};
+use crate::engine::{Flavour, Flavoured, Flavours, WASMTIME_VERSION};
+use crate::guest::{ARGV0, Guest, OpenFiles, SETUP_DEADLINE, py_str, setup_code};
+use crate::{Artifacts, CancelToken, Error, RunConfig};
 
 /// Bumped when the image's layout or the build's steps change.
 const FORMAT: &str = "wasi-python snapshot 1";
@@ -102,26 +103,16 @@ impl Snapshots {
     /// artifact's own bootstrap (no preload, or a default one that cannot serve).
     pub(crate) fn flavour_for(
         &self,
-        runtime: &Runtime,
+        base: &Flavours,
         config: &RunConfig,
         flavour: Flavour,
     ) -> Result<Option<Arc<Flavoured>>, Error> {
-        let (modules, required) = match &config.preload {
-            Preload::Nothing => return Ok(None),
-            Preload::Default => {
-                let names = self.default.get_or_init(|| {
-                    let mut names = default_preload(runtime.artifacts());
-                    names.sort();
-                    names
-                });
-                (names.clone(), false)
-            }
-            Preload::Modules(m) => (Preload::modules(m)?, true),
-        };
+        let required = matches!(config.preload, Preload::Modules(_));
+        let modules = self.modules(base, &config.preload)?;
         if modules.is_empty() {
             return Ok(None);
         }
-        let image = match self.image(runtime, &modules) {
+        let image = match self.image(base, &modules) {
             Ok(image) => image,
             Err(e) if !required => {
                 if !self.warned.swap(true, Ordering::Relaxed) {
@@ -151,20 +142,37 @@ impl Snapshots {
         if let Some(f) = flavours.get(&key) {
             return Ok(Some(f.clone()));
         }
-        let f = Arc::new(runtime.flavour(flavour)?.with_image(&image.path, image.pages)?);
+        let f = Arc::new(base.get(flavour)?.with_image(&image.path, image.pages)?);
         flavours.insert(key, f.clone());
         Ok(Some(f))
+    }
+
+    /// The modules `preload` names, sorted and unique: [`Preload::Default`] is
+    /// [`default_preload`] for these artifacts (worked out once). Empty: no snapshot.
+    pub(crate) fn modules(&self, base: &Flavours, preload: &Preload) -> Result<Modules, Error> {
+        match preload {
+            Preload::Nothing => Ok(Vec::new()),
+            Preload::Default => Ok(self
+                .default
+                .get_or_init(|| {
+                    let mut names = default_preload(base.artifacts());
+                    names.sort();
+                    names
+                })
+                .clone()),
+            Preload::Modules(m) => Preload::modules(m),
+        }
     }
 
     /// The image preloading `modules` (sorted, unique): from this process's memory,
     /// else from the cache folder, else built now (seconds; one process builds, the
     /// others wait for it).
-    pub(crate) fn image(&self, runtime: &Runtime, modules: &[String]) -> Result<Arc<Image>, Error> {
+    pub(crate) fn image(&self, base: &Flavours, modules: &[String]) -> Result<Arc<Image>, Error> {
         let mut images = self.images.lock();
         if let Some(r) = images.get(modules) {
             return r.clone().map_err(|f| f.error(modules));
         }
-        let r = load_or_build(runtime, modules).map(Arc::new);
+        let r = load_or_build(base, modules).map(Arc::new);
         images.insert(modules.to_vec(), r.as_ref().map(Arc::clone).map_err(Failure::of));
         r
     }
@@ -222,9 +230,9 @@ fn load(path: &Path) -> Option<Image> {
     (len > 0 && len % WASM_PAGE == 0).then(|| Image { path: path.to_owned(), pages: len / WASM_PAGE })
 }
 
-fn load_or_build(runtime: &Runtime, modules: &[String]) -> Result<Image, Error> {
-    let artifacts = runtime.artifacts();
-    let cache_dir = runtime.cache_dir();
+fn load_or_build(base: &Flavours, modules: &[String]) -> Result<Image, Error> {
+    let artifacts = base.artifacts();
+    let cache_dir = base.cache_dir();
     let path = image_path(artifacts, cache_dir, modules)?;
     if let Some(image) = load(&path) {
         return Ok(image);
@@ -243,7 +251,7 @@ fn load_or_build(runtime: &Runtime, modules: &[String]) -> Result<Image, Error> 
     if let Some(image) = load(&path) {
         return Ok(image);
     }
-    let mut memory = crate::session::preloaded_memory(&*runtime.flavour(Flavour::Plain)?, artifacts, modules)?;
+    let mut memory = build_memory(&*base.get(Flavour::Plain)?, artifacts, modules)?;
     let module = std::fs::read(artifacts.module())
         .map_err(|e| Error::io(format!("reading {}", artifacts.module().display()), e))?;
     let statics = preopen_table(&module).map_err(|reason| Error::Snapshot { modules: modules.to_vec(), reason })?;
@@ -266,6 +274,61 @@ fn load_or_build(runtime: &Runtime, modules: &[String]) -> Result<Image, Error> 
         reason: format!("the freshly written {} does not load", path.display()),
     })
 }
+
+/// A snapshot's memory: a guest with the runtime's standard folders and no grants
+/// runs a session's setup turn, then imports `modules`, and its linear memory is
+/// copied out. A module that does not import is named in the error.
+fn build_memory(flavoured: &Flavoured, artifacts: &Artifacts, modules: &[String]) -> Result<Vec<u8>, Error> {
+    let failed = |reason: String| Error::Snapshot { modules: modules.to_vec(), reason };
+    let Some(package) = artifacts.guest_path() else {
+        return Err(failed("the artifacts have no guest package, whose `preload` builds snapshots".into()));
+    };
+    let config = RunConfig::new(Vec::<String>::new());
+    let (prepared, _slot) = flavoured.pick()?;
+    // A build's monotonic clock starts at 0, a run's after any build (host.rs, GuestClock).
+    let mut guest = Guest::new(prepared, artifacts, &config, &[], &[ARGV0.to_owned()], 0)?;
+    guest.instantiate(prepared).map_err(|e| failed(format!("instantiating: {e:#}")))?;
+    let quoted: Vec<String> = modules.iter().map(|m| py_str(m)).collect();
+    let turns = [
+        (setup_code(Some(package), config.workdir_path()), SETUP_DEADLINE),
+        (format!("__import__('_wasi_python_boot').preload([{}])", quoted.join(", ")), BUILD_DEADLINE),
+    ];
+    for (code, within) in turns {
+        let started = std::time::Instant::now();
+        let ending = guest.call(
+            None,
+            |g| {
+                g.arm(Some(started + within), None, 1 << 20, &CancelToken::new())?;
+                g.call_turn(&code)
+            },
+            Ok,
+        );
+        let done = guest.complete(ending, started, OpenFiles::Keep);
+        if done.exit_code == Some(0) && done.trapped.is_none() {
+            continue;
+        }
+        let stderr = String::from_utf8_lossy(&done.stderr);
+        const MARK: &str = "wasi-python-preload-failed: ";
+        if let Some(at) = stderr.find(MARK) {
+            let rest = &stderr[at + MARK.len()..];
+            let (module, traceback) = rest.split_once('\n').unwrap_or((rest, ""));
+            return Err(Error::Preload { module: module.trim().to_owned(), traceback: traceback.trim_end().to_owned() });
+        }
+        return Err(failed(format!(
+            "the build's turn ended with status {:?}, trap {:?}: {}",
+            done.exit_code,
+            done.trapped.map(|t| t.to_string()),
+            stderr.trim_end()
+        )));
+    }
+    if guest.open_files() != 0 {
+        return Err(failed("importing left files open, which a snapshot cannot carry".into()));
+    }
+    guest.memory().ok_or_else(|| failed("the guest has no memory".into()))
+}
+
+/// How long importing a snapshot's modules may take.
+const BUILD_DEADLINE: std::time::Duration = std::time::Duration::from_secs(600);
 
 /// Writes `memory` to `path` (write-then-rename) leaving its zero pages as holes.
 fn write_sparse(path: &Path, memory: &[u8]) -> Result<(), Error> {

@@ -1,6 +1,7 @@
 //! The raw door: bytes in, bytes out, and its failure codes.
 
 use std::sync::Arc;
+use std::time::Duration;
 
 use wasi_python_runtime::{CallContext, DoorAnswer, RunConfig};
 
@@ -33,4 +34,64 @@ fn large_answers_cross() {
     let door = |_: &[u8], _: &CallContext| DoorAnswer::Reply(vec![b'z'; 4 << 20]);
     let done = run(RunConfig::new(["-c", "import _host\nfor _ in range(20): n = len(_host.call(b''))\nprint(n)"]).door(Arc::new(door)));
     assert_eq!(text(&done.stdout), format!("{}\n", 4 << 20), "{}", text(&done.stderr));
+}
+
+/// A host that answers every call with its own arguments.
+struct Echo;
+
+impl wasi_python_runtime::ToolHost for Echo {
+    fn invoke(&self, call: wasi_python_runtime::Invocation, _: &wasi_python_runtime::CancelToken) -> wasi_python_runtime::ToolOutput {
+        wasi_python_runtime::ToolOutput::Ok(wasi_python_runtime::protocol::Value::Object(call.args))
+    }
+}
+
+fn echo_tools(per_turn: wasi_python_runtime::budget::Limits) -> wasi_python_runtime::ToolDoor {
+    let schema = serde_json::json!({"type": "object", "properties": {"s": {"type": "string"}}});
+    let descriptor = serde_json::json!({"name": "echo", "description": "Echoes.", "inputSchema": schema}).to_string();
+    let spec = wasi_python_runtime::ToolSpec::new("echo", descriptor, &schema, false, vec![], None).expect("a valid tool");
+    wasi_python_runtime::ToolDoor::new(vec![spec], Arc::new(Echo), per_turn).expect("a valid door")
+}
+
+#[test]
+fn a_run_with_tools_returns_its_record_in_completed() {
+    let cfg = RunConfig::new(["-c", "from host import tools\nprint(tools.echo(s='hi')['s'])"])
+        .tools(echo_tools(Default::default()), Default::default());
+    let done = run(cfg);
+    assert_eq!(text(&done.stdout), "hi\n", "{}", text(&done.stderr));
+    let record = done.tools.expect("a run with tools has a record");
+    let kinds: Vec<_> = record.outcomes.iter().map(|o| (o.op.as_str(), o.outcome.as_str())).collect();
+    assert_eq!(kinds, [("list", "ok"), ("call", "ok")]);
+    // A raw door has no record.
+    let raw = |_: &[u8], _: &CallContext| DoorAnswer::NoHost;
+    assert!(run(RunConfig::new(["-c", "pass"]).door(Arc::new(raw))).tools.is_none());
+}
+
+#[test]
+fn each_session_turn_has_its_own_tool_budget_and_record() {
+    let per_turn = wasi_python_runtime::budget::Limits { max_frames: Some(3), ..Default::default() };
+    let cfg = RunConfig::new(Vec::<String>::new()).tools(echo_tools(per_turn), per_turn);
+    let session = crate::runtime().open_session(cfg, Default::default()).expect("a session opens");
+    let turn = |code: &str| {
+        session
+            .turn(wasi_python_runtime::Turn {
+                code: code.into(),
+                deadline: Some(Duration::from_secs(20)),
+                output_bytes: 1 << 16,
+                fuel: None,
+                cancel: Default::default(),
+            })
+            .expect("the session lives")
+    };
+    // Three frames a turn: five calls each turn; some pass and the rest are over the
+    // budget. Without a fresh budget per turn, the second turn's calls would all fail.
+    let prog = "from host import tools, ToolError\nok = over = 0\nfor _ in range(5):\n    try:\n        tools.echo(s='x'); ok += 1\n    except ToolError as e:\n        assert e.kind == 'budget_exceeded', e.kind; over += 1\nprint(ok > 0, over > 0)";
+    for _ in 0..2 {
+        let done = turn(prog);
+        assert_eq!(text(&done.stdout), "True True\n", "{}", text(&done.stderr));
+        let record = done.tools.expect("a record");
+        assert_eq!(record.outcomes[0].seq, 1, "each turn's record starts afresh");
+        assert!(record.frames >= 5, "{record:?}");
+    }
+    // A turn that calls nothing has an empty record.
+    assert_eq!(turn("pass").tools.expect("a record").frames, 0);
 }

@@ -1,0 +1,110 @@
+//! [`Runtime`]: the compiled guest of one artifact set, its snapshots, and the entry
+//! points of runs and sessions. Cheap to clone; runs proceed in parallel.
+
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use crate::engine::{self, Flavour, Flavoured, Flavours};
+use crate::snapshot::Snapshots;
+use crate::{Artifacts, Error, RunConfig};
+
+/// Runs guests: one compiled module per flavour, one fresh store per run.
+///
+/// Cheap to clone and safe to share across threads; runs proceed in parallel.
+#[derive(Debug, Clone)]
+pub struct Runtime {
+    inner: Arc<Inner>,
+}
+
+#[derive(Debug)]
+struct Inner {
+    flavours: Flavours,
+    /// The artifacts and the cache, resolved: what no writable grant may hold.
+    own_files: Vec<PathBuf>,
+    snapshots: Snapshots,
+}
+
+fn own_files(artifacts: &Artifacts, cache_dir: &Path) -> Vec<PathBuf> {
+    [artifacts.dir(), cache_dir]
+        .into_iter()
+        .map(|p| p.canonicalize().unwrap_or_else(|_| std::path::absolute(p).unwrap_or_else(|_| p.to_path_buf())))
+        .collect()
+}
+
+impl Runtime {
+    /// A runtime over `artifacts`, caching compiled code in [`engine::default_cache_dir`].
+    pub fn new(artifacts: Artifacts) -> Self {
+        Self::with_cache_dir(artifacts, engine::default_cache_dir())
+    }
+
+    pub fn with_cache_dir(artifacts: Artifacts, cache_dir: impl Into<PathBuf>) -> Self {
+        Self::build(artifacts, cache_dir.into(), engine::pooling_from_env())
+    }
+
+    fn build(artifacts: Artifacts, cache_dir: PathBuf, pooling: bool) -> Self {
+        Runtime {
+            inner: Arc::new(Inner {
+                own_files: own_files(&artifacts, &cache_dir),
+                flavours: Flavours::new(artifacts, cache_dir, pooling),
+                snapshots: Snapshots::default(),
+            }),
+        }
+    }
+
+    /// Whether to use wasmtime's pooling allocator for up to 60 live stores (more go
+    /// on demand). On by default (`WASI_PYTHON_POOLING=0` turns it off for
+    /// `Runtime::new`): warm runs take fewer page faults and no mmap/munmap, and
+    /// parallel runs do not contend on the process's memory map. Call before the
+    /// first run.
+    pub fn with_pooling(self, pooling: bool) -> Self {
+        if self.inner.flavours.pooling() == pooling {
+            return self;
+        }
+        let f = &self.inner.flavours;
+        Self::build(f.artifacts().clone(), f.cache_dir().to_owned(), pooling)
+    }
+
+    pub fn artifacts(&self) -> &Artifacts {
+        self.inner.flavours.artifacts()
+    }
+
+    /// The engines a run of `config` starts from, and whether that is a snapshot with
+    /// modules preloaded (then the program is started by a turn; see snapshot.rs).
+    pub(crate) fn flavour_for(&self, config: &RunConfig) -> Result<(Arc<Flavoured>, bool), Error> {
+        let flavour = if config.limits.fuel.is_some() { Flavour::Metered } else { Flavour::Plain };
+        match self.inner.snapshots.flavour_for(&self.inner.flavours, config, flavour)? {
+            Some(f) => Ok((f, true)),
+            None => Ok((self.inner.flavours.get(flavour)?, false)),
+        }
+    }
+
+    /// Builds (or finds in the cache) the snapshot `preload` asks for now, instead of
+    /// at the first run that needs it. Returns the image file, or `None` for
+    /// [`crate::Preload::Nothing`].
+    pub fn prepare_preload(&self, preload: &crate::Preload) -> Result<Option<PathBuf>, Error> {
+        let modules = self.inner.snapshots.modules(&self.inner.flavours, preload)?;
+        if modules.is_empty() {
+            return Ok(None);
+        }
+        Ok(Some(self.inner.snapshots.image(&self.inner.flavours, &modules)?.path.clone()))
+    }
+
+    /// Compiles (or loads from the cache) the guest for `flavour` now, instead of
+    /// at the first run that needs it. Returns the cache file.
+    pub fn prepare(&self, flavour: Flavour) -> Result<PathBuf, Error> {
+        let f = &self.inner.flavours;
+        let p = f.get(flavour)?;
+        Ok(engine::cache_path(f.artifacts(), f.cache_dir(), p.any_engine()))
+    }
+
+    /// The checked grants of `config` as `(host folder, guest path, writable)`; the
+    /// runtime's own files (the artifacts and the compiled-guest cache, resolved as
+    /// grants are) are refused to writable grants.
+    pub(crate) fn grants(&self, config: &RunConfig) -> Result<Vec<(PathBuf, String, bool)>, Error> {
+        Ok(config
+            .check(&self.inner.own_files)?
+            .into_iter()
+            .map(|(host, g)| (host, g.guest_path.clone(), g.writable))
+            .collect())
+    }
+}
