@@ -21,7 +21,7 @@ import contextvars
 import copy
 import inspect
 import threading
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
 from typing import TYPE_CHECKING, Any, Callable, Optional, Sequence
 
 from ._tools import Tool, ToolCall, ToolDenied, ToolError
@@ -66,13 +66,21 @@ class ToolRecord:
     abandoned: tuple[ToolOutcome, ...]
 
     @classmethod
-    def _from_ext(cls, d: dict[str, Any]) -> "ToolRecord":
+    def _from_ext(cls, r: Any) -> "ToolRecord":
+        """From the extension's ``ToolRecord``, field by field by name."""
+
+        def outcome(o: Any) -> ToolOutcome:
+            return ToolOutcome(**{f: getattr(o, f) for f in _OUTCOME_FIELDS})
+
         return cls(
-            frames=d["frames"],
-            outcomes=tuple(ToolOutcome(*o) for o in d["outcomes"]),
-            unlisted=d["unlisted"],
-            abandoned=tuple(ToolOutcome(*o) for o in d["abandoned"]),
+            frames=r.frames,
+            outcomes=tuple(map(outcome, r.outcomes)),
+            unlisted=r.unlisted,
+            abandoned=tuple(map(outcome, r.abandoned)),
         )
+
+
+_OUTCOME_FIELDS = tuple(f.name for f in fields(ToolOutcome))
 
 
 def _fault(e: BaseException) -> str:

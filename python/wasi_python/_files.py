@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 from typing import Any, Iterable, Literal, Mapping, Optional, Protocol, Sequence, runtime_checkable
 
 from . import _wasi_python as _ext
-from ._types import items_of
+from ._types import MAX_SECONDS, items_of, show_number
 
 __all__ = [
     "Mount",
@@ -105,8 +105,11 @@ class Mount:
             raise ValueError(f"Mount: guest_path must be absolute, not {self.guest_path!r}")
         if not isinstance(self.writable, bool):
             raise TypeError(f"Mount: writable must be a bool, not {type(self.writable).__name__}")
-        if isinstance(self.timeout_s, bool) or not isinstance(self.timeout_s, (int, float)) or not self.timeout_s > 0:
-            raise ValueError(f"Mount: timeout_s must be a positive number of seconds, not {self.timeout_s!r}")
+        if isinstance(self.timeout_s, bool) or not isinstance(self.timeout_s, (int, float)):
+            raise TypeError(f"Mount: timeout_s must be a number of seconds, not {type(self.timeout_s).__name__}")
+        # Compared, never converted first: NaN fails both comparisons, infinities one.
+        if not (0 < self.timeout_s <= MAX_SECONDS):
+            raise ValueError(f"Mount: timeout_s must be a positive finite number of seconds at most {MAX_SECONDS:g}, not {show_number(self.timeout_s)}")
         # MemoryFiles is served by the runtime itself, its write half too.
         halves = _READ + (_WRITE if self.writable and not isinstance(self.provider, MemoryFiles) else ())
         missing = [m for m in halves if not callable(getattr(self.provider, m, None))]
@@ -114,10 +117,12 @@ class Mount:
             half = "a WritableFileProvider" if self.writable else "a FileProvider"
             raise TypeError(f"Mount: the provider {type(self.provider).__name__} is not {half}: it lacks {', '.join(missing)}")
 
-    def _for_ext(self, dispatcher: Any) -> tuple[str, Any, str, bool, float]:
+    def _for_ext(self, dispatcher: Any) -> Any:
         if isinstance(self.provider, MemoryFiles):
-            return ("memory", self.provider._handle(self.writable), self.guest_path, self.writable, float(self.timeout_s))
-        return ("python", _Adapter(self.provider, dispatcher), self.guest_path, self.writable, float(self.timeout_s))
+            provider = self.provider._handle(self.writable)
+        else:
+            provider = _Adapter(self.provider, dispatcher)
+        return _ext.MountSpec(provider=provider, guest_path=self.guest_path, writable=self.writable, timeout_s=float(self.timeout_s))
 
 
 class _NeverCancelled:
@@ -380,8 +385,6 @@ def check_mounts(mounts: Any) -> list[Mount]:
     return items_of("mounts", mounts, Mount, "Mount objects", "write mounts=[Mount(...)]")
 
 
-def for_ext(mounts: Iterable[Mount], max_file_calls: Optional[int], dispatcher: Any) -> Optional[tuple[list[Any], Optional[int]]]:
-    ms = list(mounts)
-    if not ms:
-        return None
-    return ([m._for_ext(dispatcher) for m in ms], max_file_calls)
+def for_ext(mounts: Iterable[Mount], dispatcher: Any) -> list[Any]:
+    """The mounts as the extension takes them; Python providers answer on ``dispatcher``."""
+    return [m._for_ext(dispatcher) for m in mounts]

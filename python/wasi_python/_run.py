@@ -9,6 +9,7 @@ import sys
 import threading
 from dataclasses import dataclass, field
 from pathlib import Path
+from types import MappingProxyType
 from typing import TYPE_CHECKING, Any, Callable, Iterable, Mapping, Optional, Sequence
 
 if TYPE_CHECKING:
@@ -32,16 +33,11 @@ atexit.register(_ext.shutdown_tools, 10.0)
 # at exit get 0.25 s to end, then their private folders are removed whatever they hold.
 atexit.register(_ext.sweep_private_folders, 0.25)
 
-#: The default limits of a run.
-DEFAULTS: Mapping[str, Any] = {
-    "memory_bytes": 1 << 30,
-    "deadline_s": 60.0,
-    "output_bytes": 16 << 20,
-    "fuel": None,
-    "file_write_bytes": 256 << 20,
-    "max_open_files": 1024,
-    "max_file_calls": 10_000,
-}
+#: The default limits of a run: the runtime's own (``Limits::default()``), so the two
+#: cannot drift; every signature takes its defaults from here (a test checks).
+DEFAULTS: Mapping[str, Any] = MappingProxyType({k: _ext.DEFAULTS[k] for k in (
+    "memory_bytes", "deadline_s", "output_bytes", "fuel", "file_write_bytes", "max_open_files", "max_file_calls",
+)})
 
 _ARTIFACTS_ENV = "WASI_PYTHON_ARTIFACTS"
 _FIX = "cargo xtask dist"
@@ -75,11 +71,10 @@ def prepare(preload: Optional[Iterable[str]] = None) -> Path:
     """Builds the snapshot for ``preload`` (default: ``default_preload()``) now, instead of
     at the first run that needs it, and returns its file in the cache folder. A second
     process finds it there. Raises PreloadError naming a module that does not import."""
-    names = _check_preload(preload)
-    where = str(artifacts())
-    if names is None:
-        names = list(_ext.default_preload(where))
-    return Path(_ext.prepare_preload(where, names))
+    path = _ext.prepare_preload(str(artifacts()), _check_preload(preload))
+    if path is None:
+        raise ValueError("preload: () names no modules, so there is no snapshot to prepare")
+    return Path(path)
 
 
 def _precompile(where: str | os.PathLike[str] | None = None) -> None:
@@ -93,9 +88,8 @@ def _precompile(where: str | os.PathLike[str] | None = None) -> None:
     n = _compile_guest_package(Path(path))
     print(f"guest package: {n} modules compiled to bytecode by the guest's CPython")
     t = time.perf_counter()
-    names = list(_ext.default_preload(path))
-    image = _ext.prepare_preload(path, names)
-    print(f"default preload ({', '.join(names)}) ready in {time.perf_counter() - t:.1f} s: {image}")
+    image = _ext.prepare_preload(path, None)
+    print(f"default preload ({', '.join(_ext.default_preload(path))}) ready in {time.perf_counter() - t:.1f} s: {image}")
 
 
 _GUEST_PKG = "/usr/local/lib/wasi-python"
@@ -141,12 +135,12 @@ def _compile_guest_package(dist: Path) -> int:
         shutil.rmtree(cache)
     with tempfile.TemporaryDirectory() as out:
         # preload=(): the default snapshot is keyed by this package's files, which this run changes.
-        files = (DEFAULTS["file_write_bytes"], DEFAULTS["max_open_files"], None, [])
-        d = _ext.run(str(dist), ["-c", _COMPILE_PKG], b"", [], [(out, "/out", True)], 1 << 30, 120.0, 1 << 20, None, None, None, files=files)
-        if d["exit_code"] != 0:
-            raise RuntimeError(f"compiling the guest package failed: {d['trapped']} {d['stderr'].decode(errors='replace')}")
+        options = _options(_settings(grants=[Grant(out, "/out", writable=True)], deadline_s=120.0, output_bytes=1 << 20, preload=()))
+        d = _ext.run(str(dist), ["-c", _COMPILE_PKG], b"", options)
+        if d.exit_code != 0:
+            raise RuntimeError(f"compiling the guest package failed: {d.trapped} {d.stderr.decode(errors='replace')}")
         shutil.copytree(out, pkg, dirs_exist_ok=True)
-    return int(d["stdout"])
+    return int(d.stdout)
 
 
 #: The largest count the runtime takes (a u64), and the largest byte count (a usize).
@@ -212,7 +206,7 @@ def _check_env(env: Any) -> list[tuple[str, str]]:
     return out
 
 
-def _check_grants(grants: Any) -> list[tuple[str, str, bool]]:
+def _check_grants(grants: Any) -> list[Grant]:
     if isinstance(grants, (Grant, str)) or not isinstance(grants, Iterable):
         raise TypeError("grants must be a sequence of Grant")
     out = []
@@ -223,7 +217,8 @@ def _check_grants(grants: Any) -> list[tuple[str, str, bool]]:
             raise TypeError("Grant.guest_path must be a str")
         if type(g.writable) is not bool:  # Grant() checks it; this catches a forced one
             raise TypeError(f"grants: Grant.writable must be a bool, not {type(g.writable).__name__}")
-        out.append((os.fspath(g.host_path), g.guest_path, g.writable))
+        os.fspath(g.host_path)  # a TypeError naming the type, here rather than in the extension
+        out.append(g)
     return out
 
 
@@ -292,8 +287,8 @@ class _Unset:
 
 
 _UNSET = _Unset()
-#: The tool door's default limits.
-TOOL_DEFAULTS: Mapping[str, Any] = {"max_tool_calls": 1000, "max_tool_request_bytes": 16 << 20}
+#: The tool door's default limits (the budget crate's).
+TOOL_DEFAULTS: Mapping[str, Any] = MappingProxyType({k: _ext.DEFAULTS[k] for k in ("max_tool_calls", "max_tool_request_bytes")})
 
 
 def _door_args(tools: Any, gate: Any, max_calls: Any, max_bytes: Any, host: Any) -> Optional[tuple[list[Any], Any, Optional[int], Optional[int]]]:
@@ -388,17 +383,9 @@ class _Plan:
     where: str
     args: list[str]
     stdin: bytes
-    env: list[tuple[str, str]]
-    grants: list[tuple[str, str, bool]]
-    memory: int
-    deadline: Optional[float]
-    output: int
-    fuel: Optional[int]
+    settings: dict[str, Any]
     host: Any
     door: Optional[tuple[list[Any], Any, Optional[int], Optional[int]]]
-    files: tuple[Optional[int], int, Optional[str], Optional[list[str]]]
-    mounts: list[Mount] = field(default_factory=list)
-    max_file_calls: Optional[int] = None
 
 
 def _plan(
@@ -411,19 +398,51 @@ def _plan(
     """Checks every argument, then finds the artifacts: all before any work."""
     args = _check_argv(argv)
     stdin_b = _check_stdin(stdin)
-    env_l = _check_env(env)
-    grants_l = _check_grants(grants)
-    memory = _check_memory(memory_bytes)
-    deadline = _check_seconds("deadline_s", deadline_s)
-    out_cap = _check_int("output_bytes", output_bytes, maximum=_SIZE_MAX)
-    fuel_cap = _check_int("fuel", fuel, minimum=1, optional=True)
-    mounts_l = _files.check_mounts(mounts)
-    file_calls = _check_int("max_file_calls", max_file_calls, minimum=1, optional=True)
-    files = _check_files(file_write_bytes, max_open_files, workdir, grants_l, preload, mounts_l)
+    settings = _settings(env, grants, memory_bytes, deadline_s, output_bytes, fuel, file_write_bytes, max_open_files, workdir, preload, mounts, max_file_calls)
     door = _door_args(tools, gate, max_tool_calls, max_tool_request_bytes, host)
     _check_cancel(cancel)
     where = _where(door is not None)
-    return _Plan(where, args, stdin_b, env_l, grants_l, memory, deadline, out_cap, fuel_cap, host, door, files, mounts_l, file_calls)
+    return _Plan(where, args, stdin_b, settings, host, door)
+
+
+def _settings(
+    env: Any = None, grants: Any = (), memory_bytes: Any = DEFAULTS["memory_bytes"], deadline_s: Any = DEFAULTS["deadline_s"],
+    output_bytes: Any = DEFAULTS["output_bytes"], fuel: Any = None, file_write_bytes: Any = DEFAULTS["file_write_bytes"],
+    max_open_files: Any = DEFAULTS["max_open_files"], workdir: Any = None, preload: Any = None, mounts: Any = (),
+    max_file_calls: Any = DEFAULTS["max_file_calls"],
+) -> dict[str, Any]:
+    """The settings ``run`` and ``Session`` share, checked, by the extension's names
+    (``_ext.Options``); the tools and mounts are added where the run is made."""
+    grants_l = _check_grants(grants)
+    mounts_l = _files.check_mounts(mounts)
+    settings: dict[str, Any] = {
+        "env": _check_env(env),
+        "grants": grants_l,
+        "memory_bytes": _check_memory(memory_bytes),
+        "deadline_s": _check_seconds("deadline_s", deadline_s),
+        "output_bytes": _check_int("output_bytes", output_bytes, maximum=_SIZE_MAX),
+        "fuel": _check_int("fuel", fuel, minimum=1, optional=True),
+        "mounts": mounts_l,
+        "max_file_calls": _check_int("max_file_calls", max_file_calls, minimum=1, optional=True),
+    }
+    settings.update(_check_files(file_write_bytes, max_open_files, workdir, grants_l, preload, mounts_l))
+    return settings
+
+
+def _options(settings: dict[str, Any], door: Optional[tuple[list[Any], Any, Optional[int], Optional[int]]] = None, dispatcher: Any = None, host: Any = None) -> Any:
+    """The extension's ``Options`` for one run or session: ``settings`` with the mounts
+    served through ``dispatcher`` and the tools of ``door``."""
+    kw = dict(settings)
+    kw["mounts"] = _files.for_ext(settings["mounts"], dispatcher)
+    tools, _, frames, req = door if door is not None else (None, None, None, None)
+    return _ext.Options(
+        **kw,
+        tools=[t._for_door() for t in tools] if tools is not None else None,
+        dispatcher=dispatcher if tools is not None else None,
+        max_tool_calls=frames,
+        max_tool_request_bytes=req,
+        host=host,
+    )
 
 
 def _check_preload(preload: Any) -> Optional[list[str]]:
@@ -437,22 +456,22 @@ def _check_preload(preload: Any) -> Optional[list[str]]:
     return names
 
 
-def _check_files(file_write_bytes: Any, max_open_files: Any, workdir: Any, grants: list[tuple[str, str, bool]], preload: Any = None, mounts: Sequence[Mount] = ()) -> tuple[Optional[int], int, Optional[str], Optional[list[str]]]:
-    """The file and start keywords, as the extension takes them; and no writable grant
+def _check_files(file_write_bytes: Any, max_open_files: Any, workdir: Any, grants: list[Grant], preload: Any = None, mounts: Sequence[Mount] = ()) -> dict[str, Any]:
+    """The file and start keywords, by the extension's names; and no writable grant
     over this package (the runtime refuses the artifacts and the compiled-guest cache itself)."""
-    for host, _, writable in grants:
-        if writable:
-            h = Path(host).resolve()
+    for g in grants:
+        if g.writable:
+            h = Path(g.host_path).resolve()
             if h == _PACKAGE or h in _PACKAGE.parents or _PACKAGE in h.parents:
-                raise ValueError(f"grants: a writable grant of {host} would let the guest rewrite this package ({_PACKAGE})")
+                raise ValueError(f"grants: a writable grant of {g.host_path} would let the guest rewrite this package ({_PACKAGE})")
     quota = _check_int("file_write_bytes", file_write_bytes, optional=True)
     fds = _check_int("max_open_files", max_open_files, minimum=1, maximum=_SIZE_MAX)
     if workdir is not None:
         if not isinstance(workdir, str):
             raise TypeError(f"workdir must be a guest path (str) or None, not {type(workdir).__name__}")
-        if workdir != "/work" and not any(g == workdir and w for _, g, w in grants) and not any(m.guest_path == workdir and m.writable for m in mounts):
+        if workdir != "/work" and not any(g.guest_path == workdir and g.writable for g in grants) and not any(m.guest_path == workdir and m.writable for m in mounts):
             raise ValueError(f"workdir: {workdir!r} is not the guest path of a writable grant or mount (or '/work')")
-    return quota, fds, workdir, _check_preload(preload)  # type: ignore[return-value]
+    return {"file_write_bytes": quota, "max_open_files": fds, "workdir": workdir, "preload": _check_preload(preload)}
 
 
 def _check_memory(memory_bytes: Any) -> int:
@@ -469,50 +488,31 @@ def _where(tools: bool) -> str:
     return where
 
 
-def _completed(d: dict[str, Any]) -> Completed:
-    record = d.get("tools")
-    files = d.get("files")
+def _completed(d: Any) -> Completed:
+    """The extension's ``Outcome`` as the public ``Completed``."""
     return Completed(
-        exit_code=d["exit_code"],
-        stdout=d["stdout"],
-        stderr=d["stderr"],
-        trapped=d["trapped"],
-        truncated=tuple(d["truncated"]),
-        fuel_used=d["fuel_used"],
-        duration_s=d["duration_s"],
-        tools=_door.ToolRecord._from_ext(record) if record is not None else None,
-        file_bytes_written=d["file_bytes_written"],
-        files=_files.FileRecord._from_ext(files) if files is not None else None,
+        exit_code=d.exit_code,
+        stdout=d.stdout,
+        stderr=d.stderr,
+        trapped=d.trapped,
+        truncated=tuple(d.truncated),
+        fuel_used=d.fuel_used,
+        duration_s=d.duration_s,
+        tools=_door.ToolRecord._from_ext(d.tools) if d.tools is not None else None,
+        file_bytes_written=d.file_bytes_written,
+        files=_files.FileRecord._from_ext(d.files) if d.files is not None else None,
     )
 
 
 def _execute(p: _Plan, token: Any, loop: Optional[asyncio.AbstractEventLoop]) -> Completed:
     """Runs a planned guest; ``loop`` is where async tools and providers run (None: a
     loop of the run's own)."""
-    if p.door is None and not p.mounts:
-        d = _ext.run(p.where, p.args, p.stdin, p.env, p.grants, p.memory, p.deadline, p.output, p.fuel, token, p.host, files=p.files)
-        return _completed(d)
-    tool_list, gate_fn, frames, req_bytes = p.door if p.door is not None else ([], None, None, None)
-    dispatcher = _door.Dispatcher(tool_list, gate_fn, loop)
-    mounts = _files.for_ext(p.mounts, p.max_file_calls, dispatcher)
-    try:
-        if p.door is None:
-            d = _ext.run(p.where, p.args, p.stdin, p.env, p.grants, p.memory, p.deadline, p.output, p.fuel, token, p.host, files=p.files, mounts=mounts)
-        else:
-            d = _ext.run(
-                p.where, p.args, p.stdin, p.env, p.grants, p.memory, p.deadline, p.output, p.fuel, token, None,
-                [t._for_door() for t in tool_list], dispatcher, frames, req_bytes, files=p.files, mounts=mounts,
-            )
-    finally:
-        dispatcher.close()
-    return _completed(d)
-    tool_list, gate_fn, frames, req_bytes = p.door
+    if p.door is None and not p.settings["mounts"]:
+        return _completed(_ext.run(p.where, p.args, p.stdin, _options(p.settings, host=p.host), token))
+    tool_list, gate_fn = (p.door[0], p.door[1]) if p.door is not None else ([], None)
     dispatcher = _door.Dispatcher(tool_list, gate_fn, loop)
     try:
-        d = _ext.run(
-            p.where, p.args, p.stdin, p.env, p.grants, p.memory, p.deadline, p.output, p.fuel, token, None,
-            [t._for_door() for t in tool_list], dispatcher, frames, req_bytes, files=p.files,
-        )
+        options = _options(p.settings, p.door, dispatcher, p.host)
+        return _completed(_ext.run(p.where, p.args, p.stdin, options, token))
     finally:
         dispatcher.close()
-    return _completed(d)

@@ -2,26 +2,21 @@
 
 from __future__ import annotations
 
+import functools
 from typing import Any, Iterable, Mapping, Optional
 
-from . import _door, _files, _run
+from . import _door, _run
 from . import _wasi_python as _ext
 from ._types import Completed, Grant, check_utf8
+
+#: The runtime's defaults (``SessionLimits::default()``), the one place they live.
+_DEFAULTS = _ext.DEFAULTS
 
 __all__ = ["Session", "SessionEnded", "SessionBusy"]
 
 
-class SessionEnded(RuntimeError):
-    """The session has ended; ``reason`` says why: "closed", "idle", "lifetime",
-    "exit", or the trap that ended it ("deadline", "out of fuel", "cancelled", ...)."""
-
-    def __init__(self, reason: str, message: str) -> None:
-        super().__init__(message)
-        self.reason = reason
-
-
-class SessionBusy(RuntimeError):
-    """A turn is already running in another thread: a session serves one at a time."""
+SessionEnded = _ext.SessionEnded
+SessionBusy = _ext.SessionBusy
 
 
 class Session:
@@ -52,9 +47,9 @@ class Session:
         gate: Any = _run._UNSET,
         max_tool_calls: Any = _run._UNSET,
         max_tool_request_bytes: Any = _run._UNSET,
-        idle_s: Optional[float] = 900.0,
-        lifetime_s: Optional[float] = 3600.0,
-        shutdown_s: float = 5.0,
+        idle_s: Optional[float] = _DEFAULTS["idle_s"],
+        lifetime_s: Optional[float] = _DEFAULTS["lifetime_s"],
+        shutdown_s: float = _DEFAULTS["shutdown_s"],
         file_write_bytes: Optional[int] = _run.DEFAULTS["file_write_bytes"],
         max_open_files: int = _run.DEFAULTS["max_open_files"],
         workdir: Optional[str] = None,
@@ -62,35 +57,34 @@ class Session:
         mounts: Iterable[Any] = (),
         max_file_calls: Optional[int] = _run.DEFAULTS["max_file_calls"],
     ) -> None:
-        env_l = _run._check_env(env)
-        grants_l = _run._check_grants(grants)
-        memory = _run._check_memory(memory_bytes)
-        self._deadline = _run._check_seconds("deadline_s", deadline_s)
-        self._output = _run._check_int("output_bytes", output_bytes, maximum=_run._SIZE_MAX)
-        self._fuel = _run._check_int("fuel", fuel, minimum=1, optional=True)
+        settings = _run._settings(
+            env, grants, memory_bytes, deadline_s, output_bytes, fuel, file_write_bytes,
+            max_open_files, workdir, preload, mounts, max_file_calls,
+        )
+        self._deadline = settings["deadline_s"]
+        self._output = settings["output_bytes"]
+        self._fuel = settings["fuel"]
         idle = _run._check_seconds("idle_s", idle_s)
         life = _run._check_seconds("lifetime_s", lifetime_s)
         shut = _run._check_seconds("shutdown_s", shutdown_s)
-        mounts_l = _files.check_mounts(mounts)
-        file_calls = _run._check_int("max_file_calls", max_file_calls, minimum=1, optional=True)
-        files = _run._check_files(file_write_bytes, max_open_files, workdir, grants_l, preload, mounts_l)
         door = _run._door_args(tools, gate, max_tool_calls, max_tool_request_bytes, None)
         where = _run._where(door is not None)
+        # Tools run, and async providers are awaited, on the loop of a dispatcher of the
+        # session's own.
         self._dispatcher: Optional[_door.Dispatcher] = None
-        extra: tuple[Any, ...] = ()
-        if door is not None:
-            tool_list, gate_fn, frames, req = door
+        if door is not None or settings["mounts"]:
+            tool_list, gate_fn = (door[0], door[1]) if door is not None else ([], None)
             self._dispatcher = _door.Dispatcher(tool_list, gate_fn)
-            extra = ([t._for_door() for t in tool_list], self._dispatcher, frames, req)
-        # Async providers run on the loop of a dispatcher of the session's own.
-        self._files_dispatcher = _door.Dispatcher([], None) if mounts_l else None
-        ext_mounts = _files.for_ext(mounts_l, file_calls, self._files_dispatcher)
-        self._handle = _ext.SessionHandle(
-            where, env_l, grants_l, memory, self._fuel is not None, idle, life, shut or 5.0, *extra, files=files, mounts=ext_mounts
-        )
+        options = _run._options(settings, door, self._dispatcher)
+        try:
+            self._handle = _ext.SessionHandle(where, options, idle_s=idle, lifetime_s=life, shutdown_s=shut or _DEFAULTS["shutdown_s"])
+        except BaseException:
+            if self._dispatcher is not None:
+                self._dispatcher.close()
+            raise
         self._closed = False
 
-    def _turn_args(self, code: Any, deadline_s: Any, output_bytes: Any, fuel: Any) -> tuple[str, Optional[float], int, Optional[int]]:
+    def _turn_args(self, code: Any, deadline_s: Any, output_bytes: Any, fuel: Any) -> tuple[str, dict[str, Any]]:
         if not isinstance(code, str):
             raise TypeError(f"code must be a str, not {type(code).__name__}")
         check_utf8("code", code)
@@ -99,22 +93,15 @@ class Session:
         fuel_cap = self._fuel if fuel is _run._UNSET else _run._check_int("fuel", fuel, minimum=1, optional=True)
         if fuel_cap is not None and self._fuel is None:
             raise ValueError("fuel: this session was opened without fuel=, so its turns are not metered")
-        return code, deadline, output, fuel_cap
-
-    def _answer(self, out: tuple[Any, ...]) -> Completed:
-        if out[0] == "ok":
-            return _run._completed(out[1])
-        if out[0] == "ended":
-            raise SessionEnded(out[1], out[2])
-        raise SessionBusy(out[1])
+        return code, {"deadline_s": deadline, "output_bytes": output, "fuel": fuel_cap}
 
     def run(self, code: str, *, deadline_s: Any = _run._UNSET, output_bytes: Any = _run._UNSET, fuel: Any = _run._UNSET, cancel: Any = None) -> Completed:
         """Runs one turn and returns how it ended (its exit_code is the turn's status)."""
-        args = self._turn_args(code, deadline_s, output_bytes, fuel)
+        code, limits = self._turn_args(code, deadline_s, output_bytes, fuel)
         _run._check_cancel(cancel)
         token, watch = _run._cancel_token(cancel)
         try:
-            return self._answer(self._handle.turn(*args, token))
+            return _run._completed(self._handle.turn(code, cancel=token, **limits))
         finally:
             if watch is not None:
                 watch.stop()
@@ -126,10 +113,10 @@ class Session:
 
         from ._async import _executor
 
-        args = self._turn_args(code, deadline_s, output_bytes, fuel)
+        code, limits = self._turn_args(code, deadline_s, output_bytes, fuel)
         loop = asyncio.get_running_loop()
         token = _ext.CancelToken()
-        fut = loop.run_in_executor(_executor(), self._handle.turn, *args, token)
+        fut = loop.run_in_executor(_executor(), functools.partial(self._handle.turn, code, cancel=token, **limits))
         try:
             out = await asyncio.shield(fut)
         except asyncio.CancelledError:
@@ -139,7 +126,7 @@ class Session:
             except BaseException:  # noqa: BLE001 - re-raising the cancellation
                 pass
             raise
-        return self._answer(out)
+        return _run._completed(out)
 
     @property
     def ended(self) -> Optional[str]:
@@ -156,8 +143,6 @@ class Session:
         finally:
             if self._dispatcher is not None:
                 self._dispatcher.close()
-            if self._files_dispatcher is not None:
-                self._files_dispatcher.close()
 
     def __enter__(self) -> "Session":
         return self

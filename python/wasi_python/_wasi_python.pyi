@@ -1,95 +1,168 @@
-"""The compiled extension (crates/pybind). Private: use the `wasi_python` package."""
+"""The compiled extension (crates/pybind). Private: use the `wasi_python` package.
+
+Checked against the built extension by `mypy.stubtest` (tests/python/test_stubtest.py).
+"""
 
 from os import PathLike
-from typing import Any, Optional
+from typing import Any, Mapping, Optional, Sequence, final
+
+
+__all__ = [
+    "ArtifactsMissing", "PreloadError", "SessionEnded", "SessionBusy", "CancelToken", "SessionHandle",
+    "CompiledTool", "MemoryFilesHandle", "Options", "MountSpec", "Outcome", "ToolRecord", "ToolOutcome",
+    "run", "check_artifacts", "precompile", "default_preload", "prepare_preload", "check_schema",
+    "shutdown_tools", "sweep_private_folders", "WASMTIME_VERSION", "DEFAULTS",
+]
 
 WASMTIME_VERSION: str
+#: Every limit's default, from the runtime (`Limits`, `SessionLimits`, the budget's).
+DEFAULTS: dict[str, Any]
 
 class ArtifactsMissing(Exception): ...
 
 class PreloadError(RuntimeError):
     module: Optional[str]
 
+class SessionEnded(RuntimeError):
+    reason: str
+
+class SessionBusy(RuntimeError): ...
+
+@final
 class MemoryFilesHandle:
-    def __init__(self, files: dict[str, bytes], writable: bool, observer: Any = None) -> None: ...
+    def __new__(cls, files: dict[str, bytes], writable: bool, observer: Any = None) -> MemoryFilesHandle: ...
 
-#: (mounts as (kind, provider, guest_path, writable, timeout_s), max_file_calls).
-Mounts = tuple[list[tuple[str, Any, str, bool, float]], Optional[int]]
-
+@final
 class CancelToken:
-    def __init__(self) -> None: ...
+    def __new__(cls) -> CancelToken: ...
     def cancel(self) -> None: ...
     def is_cancelled(self) -> bool: ...
 
+@final
 class CompiledTool:
     """One tool compiled for the door (descriptor JSON, checked input schema)."""
 
-    def __init__(
-        self,
+    def __new__(
+        cls,
         name: str,
         descriptor: str,
         schema: str,
         validates_input: bool,
-        fixed: list[str],
+        fixed: Sequence[str],
         timeout_s: Optional[float],
-    ) -> None: ...
+    ) -> CompiledTool: ...
+
+@final
+class MountSpec:
+    """A mount as the package hands it over (`provider`: a MemoryFilesHandle or an adapter)."""
+
+    def __new__(cls, *, provider: Any, guest_path: str, writable: bool, timeout_s: float) -> MountSpec: ...
+
+@final
+class Options:
+    """A run's or a session's settings, by keyword; used by one run or session."""
+
+    def __new__(
+        cls,
+        *,
+        env: Sequence[tuple[str, str]],
+        grants: Sequence[Any],
+        memory_bytes: int,
+        deadline_s: Optional[float],
+        output_bytes: int,
+        fuel: Optional[int],
+        file_write_bytes: Optional[int],
+        max_open_files: int,
+        workdir: Optional[str],
+        preload: Optional[Sequence[str]],
+        mounts: Sequence[MountSpec],
+        max_file_calls: Optional[int],
+        tools: Optional[Sequence[CompiledTool]],
+        dispatcher: Any,
+        max_tool_calls: Optional[int],
+        max_tool_request_bytes: Optional[int],
+        host: Any,
+    ) -> Options: ...
+
+@final
+class ToolOutcome:
+    @property
+    def seq(self) -> int: ...
+    @property
+    def op(self) -> str: ...
+    @property
+    def tool(self) -> Optional[str]: ...
+    @property
+    def outcome(self) -> str: ...
+    @property
+    def message(self) -> Optional[str]: ...
+    @property
+    def request_bytes(self) -> int: ...
+    @property
+    def response_bytes(self) -> int: ...
+    @property
+    def fault(self) -> Optional[str]: ...
+    @property
+    def abandoned(self) -> bool: ...
+
+@final
+class ToolRecord:
+    @property
+    def frames(self) -> int: ...
+    @property
+    def unlisted(self) -> int: ...
+    @property
+    def outcomes(self) -> list[ToolOutcome]: ...
+    @property
+    def abandoned(self) -> list[ToolOutcome]: ...
+
+@final
+class Outcome:
+    """How a run or turn ended (the package's `Completed` is made from it)."""
+
+    @property
+    def exit_code(self) -> Optional[int]: ...
+    @property
+    def stdout(self) -> bytes: ...
+    @property
+    def stderr(self) -> bytes: ...
+    @property
+    def trapped(self) -> Optional[str]: ...
+    @property
+    def truncated(self) -> list[str]: ...
+    @property
+    def fuel_used(self) -> Optional[int]: ...
+    @property
+    def file_bytes_written(self) -> int: ...
+    @property
+    def files(self) -> Optional[Mapping[str, Any]]: ...
+    @property
+    def tools(self) -> Optional[ToolRecord]: ...
+    @property
+    def duration_s(self) -> float: ...
 
 def check_artifacts(dir: str) -> Optional[int]: ...
 def precompile(dir: str) -> list[PathLike[str]]: ...
 def default_preload(dir: str) -> list[str]: ...
-def prepare_preload(dir: str, modules: list[str]) -> PathLike[str]: ...
+def prepare_preload(dir: str, preload: Optional[Sequence[str]]) -> Optional[PathLike[str]]: ...
 def check_schema(schema_json: str, validates_input: bool) -> None: ...
 def shutdown_tools(timeout_s: float) -> int: ...
 def sweep_private_folders(wait_s: float) -> int: ...
+def run(artifacts: str, argv: Sequence[str], stdin: bytes, options: Options, cancel: Optional[CancelToken] = None) -> Outcome: ...
 
-#: (file_write_bytes, max_open_files, workdir, preload), as the package passes them;
-#: preload None is the default set.
-FileLimits = tuple[Optional[int], int, Optional[str], Optional[list[str]]]
-def run(
-    artifacts: str,
-    argv: list[str],
-    stdin: bytes,
-    env: list[tuple[str, str]],
-    grants: list[tuple[str, str, bool]],
-    memory_bytes: int,
-    deadline_s: Optional[float],
-    output_bytes: int,
-    fuel: Optional[int],
-    cancel: Optional[CancelToken],
-    host: Any,
-    tools: Optional[list[CompiledTool]] = None,
-    dispatcher: Any = None,
-    max_frames: Optional[int] = None,
-    max_request_bytes: Optional[int] = None,
-    files: FileLimits = ...,
-    mounts: Optional[Mounts] = ...,
-) -> dict[str, Any]: ...
-
+@final
 class SessionHandle:
-    def __init__(
-        self,
-        artifacts: str,
-        env: list[tuple[str, str]],
-        grants: list[tuple[str, str, bool]],
-        memory_bytes: int,
-        metered: bool,
-        idle_s: Optional[float],
-        lifetime_s: Optional[float],
-        shutdown_s: float,
-        tools: Optional[list[CompiledTool]] = None,
-        dispatcher: Any = None,
-        max_frames: Optional[int] = None,
-        max_request_bytes: Optional[int] = None,
-        files: FileLimits = ...,
-    mounts: Optional[Mounts] = ...,
-    ) -> None: ...
+    def __new__(
+        cls, artifacts: str, options: Options, *, idle_s: Optional[float], lifetime_s: Optional[float], shutdown_s: float
+    ) -> SessionHandle: ...
     def turn(
         self,
         code: str,
+        *,
         deadline_s: Optional[float],
         output_bytes: int,
         fuel: Optional[int],
         cancel: Optional[CancelToken] = None,
-    ) -> tuple[Any, ...]: ...
-    def close(self) -> Optional[dict[str, Any]]: ...
+    ) -> Outcome: ...
+    def close(self) -> Optional[Outcome]: ...
     def ended(self) -> Optional[str]: ...

@@ -4,36 +4,100 @@ use pyo3::prelude::*;
 use pyo3::types::{PyBytes, PyDict};
 use wasi_python_runtime::Completed;
 
-/// The fields of `Completed` as a dict; the Python package builds its dataclass.
-pub(crate) fn completed<'py>(py: Python<'py>, c: &Completed) -> PyResult<Bound<'py, PyDict>> {
-    let d = PyDict::new(py);
-    d.set_item("exit_code", c.exit_code)?;
-    d.set_item("stdout", PyBytes::new(py, &c.stdout))?;
-    d.set_item("stderr", PyBytes::new(py, &c.stderr))?;
-    d.set_item("trapped", c.trapped.as_ref().map(|t| t.as_str().to_owned()))?;
-    let mut truncated = Vec::new();
-    if c.truncated.stdout {
-        truncated.push("stdout");
+/// How a run or turn ended, as the package reads it by attribute (`Completed`).
+#[pyclass(module = "wasi_python._wasi_python", frozen, get_all)]
+pub(crate) struct Outcome {
+    exit_code: Option<i32>,
+    stdout: Py<PyBytes>,
+    stderr: Py<PyBytes>,
+    trapped: Option<String>,
+    /// The streams cut at the output cap: "stdout", "stderr".
+    truncated: Vec<&'static str>,
+    fuel_used: Option<u64>,
+    file_bytes_written: u64,
+    files: Option<Py<PyDict>>,
+    tools: Option<Py<ToolRecord>>,
+    duration_s: f64,
+}
+
+impl Outcome {
+    pub(crate) fn new(py: Python<'_>, c: Completed) -> PyResult<Outcome> {
+        let mut truncated = Vec::new();
+        if c.truncated.stdout {
+            truncated.push("stdout");
+        }
+        if c.truncated.stderr {
+            truncated.push("stderr");
+        }
+        Ok(Outcome {
+            exit_code: c.exit_code,
+            stdout: PyBytes::new(py, &c.stdout).unbind(),
+            stderr: PyBytes::new(py, &c.stderr).unbind(),
+            trapped: c.trapped.as_ref().map(|t| t.as_str().to_owned()),
+            truncated,
+            fuel_used: c.fuel_used,
+            file_bytes_written: c.file_bytes_written,
+            files: c.files.as_ref().map(|r| crate::files::record(py, r).map(Bound::unbind)).transpose()?,
+            tools: c.tools.as_ref().map(|r| Py::new(py, ToolRecord::new(py, r)?)).transpose()?,
+            duration_s: c.duration.as_secs_f64(),
+        })
     }
-    if c.truncated.stderr {
-        truncated.push("stderr");
+}
+
+/// One frame of the tool record (`wasi_python.tools.ToolCall` is made from it).
+#[pyclass(module = "wasi_python._wasi_python", frozen, get_all)]
+pub(crate) struct ToolOutcome {
+    seq: u64,
+    op: &'static str,
+    tool: Option<String>,
+    outcome: &'static str,
+    message: Option<String>,
+    request_bytes: u64,
+    response_bytes: u64,
+    fault: Option<String>,
+    abandoned: bool,
+}
+
+/// A run's (or turn's) tool record.
+#[pyclass(module = "wasi_python._wasi_python", frozen, get_all)]
+pub(crate) struct ToolRecord {
+    frames: u64,
+    unlisted: u64,
+    outcomes: Vec<Py<ToolOutcome>>,
+    abandoned: Vec<Py<ToolOutcome>>,
+}
+
+impl ToolRecord {
+    fn new(py: Python<'_>, r: &wasi_python_runtime::record::ToolRecord) -> PyResult<ToolRecord> {
+        let list = |os: &[Outcome_]| -> PyResult<Vec<Py<ToolOutcome>>> {
+            os.iter()
+                .map(|o| {
+                    Py::new(
+                        py,
+                        ToolOutcome {
+                            seq: o.seq,
+                            op: o.op.as_str(),
+                            tool: o.tool.clone(),
+                            outcome: o.outcome.as_str(),
+                            message: o.message.clone(),
+                            request_bytes: o.request_bytes,
+                            response_bytes: o.response_bytes,
+                            fault: o.fault.clone(),
+                            abandoned: o.abandoned,
+                        },
+                    )
+                })
+                .collect()
+        };
+        Ok(ToolRecord { frames: r.frames, unlisted: r.unlisted, outcomes: list(&r.outcomes)?, abandoned: list(&r.abandoned)? })
     }
-    d.set_item("truncated", truncated)?;
-    d.set_item("fuel_used", c.fuel_used)?;
-    d.set_item("file_bytes_written", c.file_bytes_written)?;
-    match &c.files {
-        Some(r) => d.set_item("files", crate::files::record(py, r)?)?,
-        None => d.set_item("files", py.None())?,
-    }
-    d.set_item("duration_s", c.duration.as_secs_f64())?;
-    Ok(d)
 }
 
 use pyo3::exceptions::{PyTypeError, PyValueError};
 use pyo3::sync::PyOnceLock;
 use pyo3::types::{PyBool, PyByteArray, PyFloat, PyInt, PyList, PyMemoryView, PyString, PyTuple, PyType};
 use wasi_python_runtime::protocol::{MAX_DEPTH, MAX_INT_CHARS, Map, Value};
-use wasi_python_runtime::record::{Outcome, ToolRecord};
+use wasi_python_runtime::record::Outcome as Outcome_;
 
 /// A guest value as a Python object: bytes for `$bytes`, int for wide integers.
 pub(crate) fn value_to_py<'py>(py: Python<'py>, v: &Value) -> PyResult<Bound<'py, PyAny>> {
@@ -177,39 +241,6 @@ fn to_value(obj: &Bound<'_, PyAny>, depth: usize, at: &mut String) -> Result<Val
         ""
     };
     Err(not_json(obj, at, hint).trim_end().to_owned())
-}
-
-/// The record as plain Python data; the package builds its dataclasses.
-pub(crate) fn record<'py>(py: Python<'py>, r: &ToolRecord) -> PyResult<Bound<'py, PyDict>> {
-    let outcome = |o: &Outcome| -> PyResult<Bound<'py, PyTuple>> {
-        PyTuple::new(
-            py,
-            [
-                o.seq.into_pyobject(py)?.into_any(),
-                PyString::new(py, o.op.as_str()).into_any(),
-                o.tool.as_deref().into_pyobject(py)?.into_any(),
-                PyString::new(py, o.outcome.as_str()).into_any(),
-                o.message.as_deref().into_pyobject(py)?.into_any(),
-                o.request_bytes.into_pyobject(py)?.into_any(),
-                o.response_bytes.into_pyobject(py)?.into_any(),
-                o.fault.as_deref().into_pyobject(py)?.into_any(),
-                PyBool::new(py, o.abandoned).to_owned().into_any(),
-            ],
-        )
-    };
-    let d = PyDict::new(py);
-    d.set_item("frames", r.frames)?;
-    d.set_item("unlisted", r.unlisted)?;
-    let list = |os: &[Outcome]| -> PyResult<Bound<'py, PyList>> {
-        let l = PyList::empty(py);
-        for o in os {
-            l.append(outcome(o)?)?;
-        }
-        Ok(l)
-    };
-    d.set_item("outcomes", list(&r.outcomes)?)?;
-    d.set_item("abandoned", list(&r.abandoned)?)?;
-    Ok(d)
 }
 
 pub(crate) fn json_arg(text: &str, what: &str) -> PyResult<serde_json::Value> {

@@ -20,9 +20,38 @@ create_exception!(
      that does not import (None when something else failed)."
 );
 
+create_exception!(
+    wasi_python,
+    SessionEnded,
+    PyRuntimeError,
+    "The session has ended; `reason` says why: \"closed\", \"idle\", \"lifetime\", \"exit\", or \
+     the trap that ended it (\"deadline\", \"out of fuel\", \"cancelled\", ...)."
+);
+
+create_exception!(
+    wasi_python,
+    SessionBusy,
+    PyRuntimeError,
+    "A turn is already running in another thread: a session serves one at a time."
+);
+
 pub(crate) fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
-    m.add("ArtifactsMissing", m.py().get_type::<ArtifactsMissing>())?;
-    m.add("PreloadError", m.py().get_type::<PreloadError>())
+    let py = m.py();
+    m.add("ArtifactsMissing", py.get_type::<ArtifactsMissing>())?;
+    m.add("PreloadError", py.get_type::<PreloadError>())?;
+    m.add("SessionEnded", py.get_type::<SessionEnded>())?;
+    m.add("SessionBusy", py.get_type::<SessionBusy>())
+}
+
+/// `err` with the attribute `name` set on its value.
+pub(crate) fn with_attr<T>(err: PyErr, name: &str, value: T) -> PyErr
+where
+    T: for<'py> IntoPyObject<'py>,
+{
+    Python::attach(|py| {
+        let _ = err.value(py).setattr(name, value);
+    });
+    err
 }
 
 /// The orphan rule forbids `From<Error> for PyErr`; this free function maps kinds.
@@ -37,11 +66,7 @@ pub(crate) fn to_py(e: Error) -> PyErr {
                 Error::Preload { module, .. } => Some(module.clone()),
                 _ => None,
             };
-            let err = PreloadError::new_err(e.to_string());
-            Python::attach(|py| {
-                let _ = err.value(py).setattr("module", module);
-            });
-            err
+            with_attr(PreloadError::new_err(e.to_string()), "module", module)
         }
         _ => PyRuntimeError::new_err(e.to_string()),
     }

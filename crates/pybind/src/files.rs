@@ -3,13 +3,12 @@
 
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
-use std::time::Duration;
 
 use bytes::Bytes;
 use pyo3::prelude::*;
 use pyo3::pybacked::PyBackedBytes;
 use pyo3::types::{PyBytes, PyDict, PyList, PyTuple};
-use wasi_python_runtime::{Change, Errno, FileError, FileKind, FileProvider, FileRecord, MemoryFiles, Mount, RunConfig, Stat};
+use wasi_python_runtime::{Change, Errno, FileError, FileKind, FileProvider, FileRecord, MemoryFiles, Stat};
 
 use crate::tool_host::{SHUTTING_DOWN, enter_python, fault_of};
 
@@ -146,21 +145,13 @@ impl FileProvider for PyProvider {
     }
 }
 
-/// The package's mounts and `max_file_calls`: each mount as `(kind, provider,
-/// guest_path, writable, timeout_s)`, kind "memory" with a `MemoryFilesHandle`,
-/// "python" with an adapter.
-pub(crate) type Mounts = (Vec<(String, Py<PyAny>, String, bool, f64)>, Option<u64>);
-
-pub(crate) fn apply(py: Python<'_>, mut cfg: RunConfig, mounts: Option<Mounts>) -> PyResult<RunConfig> {
-    let Some((list, max_calls)) = mounts else { return Ok(cfg) };
-    for (kind, obj, guest_path, writable, timeout_s) in list {
-        let provider: Arc<dyn FileProvider> = match kind.as_str() {
-            "memory" => obj.bind(py).cast::<MemoryFilesHandle>()?.get().inner.clone(),
-            _ => Arc::new(PyProvider { adapter: obj }),
-        };
-        cfg = cfg.mount(Mount::new(provider, guest_path, writable).timeout(Duration::from_secs_f64(timeout_s)));
+/// A mount's provider as the package hands it over: the built-in `MemoryFilesHandle`,
+/// served in Rust, or an adapter over a provider written in Python.
+pub(crate) fn provider(obj: &Bound<'_, PyAny>) -> Arc<dyn FileProvider> {
+    match obj.cast::<MemoryFilesHandle>() {
+        Ok(handle) => handle.get().inner.clone(),
+        Err(_) => Arc::new(PyProvider { adapter: obj.clone().unbind() }),
     }
-    Ok(cfg.max_file_calls(max_calls))
 }
 
 /// `Completed.files` as a dict; the package builds its dataclass.

@@ -8,6 +8,7 @@ use pyo3::prelude::*;
 mod convert;
 mod errors;
 mod files;
+mod options;
 mod run;
 mod session;
 mod tool_host;
@@ -19,6 +20,11 @@ fn _wasi_python(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<session::SessionHandle>()?;
     m.add_class::<tool_host::CompiledTool>()?;
     m.add_class::<files::MemoryFilesHandle>()?;
+    m.add_class::<options::Options>()?;
+    m.add_class::<options::MountSpec>()?;
+    m.add_class::<convert::Outcome>()?;
+    m.add_class::<convert::ToolRecord>()?;
+    m.add_class::<convert::ToolOutcome>()?;
     m.add_function(wrap_pyfunction!(run::run, m)?)?;
     m.add_function(wrap_pyfunction!(run::check_artifacts, m)?)?;
     m.add_function(wrap_pyfunction!(run::precompile, m)?)?;
@@ -28,5 +34,6 @@ fn _wasi_python(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(tool_host::shutdown_tools, m)?)?;
     m.add_function(wrap_pyfunction!(run::sweep_private_folders, m)?)?;
     m.add("WASMTIME_VERSION", wasi_python_runtime::WASMTIME_VERSION)?;
+    m.add("DEFAULTS", options::defaults(m.py())?)?;
     Ok(())
 }

@@ -2,20 +2,18 @@
 
 use std::collections::HashMap;
 use std::path::PathBuf;
-use std::sync::{Arc, OnceLock};
+use std::sync::OnceLock;
 use std::time::Duration;
 
 use parking_lot::Mutex;
 use pyo3::prelude::*;
-use pyo3::types::{PyBytes, PyDict};
-use wasi_python_runtime::{
-    Artifacts, CallContext, DoorAnswer, Flavour, Grant, Preload, RunConfig, Runtime,
-};
+use pyo3::types::PyBytes;
+use wasi_python_runtime::schema::{InputSchema, Options as SchemaOptions};
+use wasi_python_runtime::{Artifacts, CallContext, DoorAnswer, Flavour, Preload, Runtime};
 
-use wasi_python_runtime::ToolDoor;
-use wasi_python_runtime::schema::{InputSchema, Options};
-
-use crate::{convert, errors, tool_host};
+use crate::convert::Outcome;
+use crate::options::Options;
+use crate::{convert, errors};
 
 /// One runtime per artifact folder, for the life of the process: the compiled
 /// guest is loaded once.
@@ -72,7 +70,7 @@ impl CancelToken {
 }
 
 /// A raw `host=` callable behind the door: bytes in, bytes out; anything else faults.
-struct PyDoor(Py<PyAny>);
+pub(crate) struct PyDoor(pub(crate) Py<PyAny>);
 
 impl wasi_python_runtime::Door for PyDoor {
     fn call(&self, request: &[u8], _ctx: &CallContext) -> DoorAnswer {
@@ -92,36 +90,9 @@ impl wasi_python_runtime::Door for PyDoor {
 /// At exit: waits up to `wait_s` for live runs to remove their private folders, then
 /// removes those left. Returns how many were left.
 #[pyfunction]
-pub(crate) fn sweep_private_folders(py: Python<'_>, wait_s: f64) -> usize {
-    let wait = Duration::from_secs_f64(wait_s.max(0.0));
-    py.detach(|| wasi_python_runtime::sweep_private_folders(wait))
-}
-
-/// The file and start keywords of `run` and `Session`, as `(file_write_bytes,
-/// max_open_files, workdir, preload)`: the package passes all four, with its defaults
-/// filled in. `preload` None is the default set, a list exactly those modules.
-#[derive(FromPyObject)]
-pub(crate) struct FileLimits(Option<u64>, usize, Option<String>, Option<Vec<String>>);
-
-impl Default for FileLimits {
-    fn default() -> Self {
-        let l = wasi_python_runtime::Limits::default();
-        FileLimits(l.file_write_bytes, l.max_open_files, None, None)
-    }
-}
-
-impl FileLimits {
-    pub(crate) fn apply(self, cfg: RunConfig) -> RunConfig {
-        let cfg = cfg.file_write_bytes(self.0).max_open_files(self.1).preload(match self.3 {
-            None => Preload::Default,
-            Some(m) if m.is_empty() => Preload::Nothing,
-            Some(m) => Preload::Modules(m),
-        });
-        match self.2 {
-            Some(w) => cfg.workdir(w),
-            None => cfg,
-        }
-    }
+pub(crate) fn sweep_private_folders(py: Python<'_>, wait_s: f64) -> PyResult<usize> {
+    let wait = crate::options::seconds("wait_s", wait_s)?;
+    Ok(py.detach(|| wasi_python_runtime::sweep_private_folders(wait)))
 }
 
 /// The modules a run preloads when `preload=` is not given, for these artifacts.
@@ -131,11 +102,13 @@ pub(crate) fn default_preload(dir: &str) -> PyResult<Vec<String>> {
     Ok(wasi_python_runtime::default_preload(rt.artifacts()))
 }
 
-/// Builds (or finds in the cache) the snapshot preloading `modules` now. Returns its file.
+/// Builds (or finds in the cache) the snapshot `preload=` asks for now (None: the
+/// default set; empty: none). Returns its file, or None when there is none to build.
 #[pyfunction]
-pub(crate) fn prepare_preload(py: Python<'_>, dir: &str, modules: Vec<String>) -> PyResult<PathBuf> {
+#[pyo3(signature = (dir, preload))]
+pub(crate) fn prepare_preload(py: Python<'_>, dir: &str, preload: Option<Vec<String>>) -> PyResult<Option<PathBuf>> {
     let rt = runtime_for(dir).map_err(errors::to_py)?;
-    py.detach(|| rt.prepare_preload(&modules)).map_err(errors::to_py)
+    py.detach(|| rt.prepare_preload(&Preload::from_option(preload))).map_err(errors::to_py)
 }
 
 /// How often a waiting `run` looks at Python's signals (Ctrl-C).
@@ -145,87 +118,46 @@ pub(crate) const SIGNAL_POLL: Duration = Duration::from_millis(10);
 #[pyfunction]
 pub(crate) fn check_schema(schema_json: &str, validates_input: bool) -> PyResult<()> {
     let schema = convert::json_arg(schema_json, "the input schema")?;
-    InputSchema::compile(&schema, Options { validates_input })
+    InputSchema::compile(&schema, SchemaOptions { validates_input })
         .map(|_| ())
         .map_err(|e| pyo3::exceptions::PyValueError::new_err(format!("input schema: {e}")))
 }
 
+/// Runs one guest with `options` (used once), waiting with the GIL released and
+/// looking at Python's signals every [`SIGNAL_POLL`]: Ctrl-C cancels the run.
 #[pyfunction]
-#[pyo3(signature = (artifacts, argv, stdin, env, grants, memory_bytes, deadline_s, output_bytes, fuel, cancel, host, tools=None, dispatcher=None, max_frames=None, max_request_bytes=None, files=FileLimits::default(), mounts=None))]
-#[expect(clippy::too_many_arguments, reason = "mirrors the keyword arguments of wasi_python.run")]
-pub(crate) fn run<'py>(
-    py: Python<'py>,
+#[pyo3(signature = (artifacts, argv, stdin, options, cancel=None))]
+pub(crate) fn run(
+    py: Python<'_>,
     artifacts: &str,
     argv: Vec<String>,
     stdin: Vec<u8>,
-    env: Vec<(String, String)>,
-    grants: Vec<(PathBuf, String, bool)>,
-    memory_bytes: u64,
-    deadline_s: Option<f64>,
-    output_bytes: usize,
-    fuel: Option<u64>,
-    cancel: Option<PyRef<'py, CancelToken>>,
-    host: Option<Py<PyAny>>,
-    tools: Option<Vec<Py<tool_host::CompiledTool>>>,
-    dispatcher: Option<Py<PyAny>>,
-    max_frames: Option<u64>,
-    max_request_bytes: Option<u64>,
-    files: FileLimits,
-    mounts: Option<crate::files::Mounts>,
-) -> PyResult<Bound<'py, PyDict>> {
+    options: &Options,
+    cancel: Option<PyRef<'_, CancelToken>>,
+) -> PyResult<Outcome> {
     let rt = runtime_for(artifacts).map_err(errors::to_py)?;
     let token = cancel.map(|c| c.inner.clone()).unwrap_or_default();
-    let mut cfg = RunConfig::new(argv)
-        .stdin(stdin)
-        .memory_bytes(memory_bytes)
-        .deadline(deadline_s.map(Duration::from_secs_f64))
-        .output_bytes(output_bytes)
-        .fuel(fuel)
-        .cancel(token.clone());
-    cfg = files.apply(cfg);
-    cfg = crate::files::apply(py, cfg, mounts)?;
-    for (k, v) in env {
-        cfg = cfg.env(k, v);
-    }
-    for (host_path, guest_path, writable) in grants {
-        cfg = cfg.grant(Grant {
-            host_path,
-            guest_path,
-            writable,
-        });
-    }
-    if let Some(h) = host {
-        cfg = cfg.door(Arc::new(PyDoor(h)));
-    }
-    let door = match (tools, dispatcher) {
-        (Some(tools), Some(dispatcher)) => {
-            let door = ToolDoor::new(
-                tool_host::specs(&tools),
-                Arc::new(tool_host::PyToolHost { dispatcher }),
-                tool_host::limits(max_frames, max_request_bytes),
-            )
-            .map_err(|e| pyo3::exceptions::PyValueError::new_err(e.to_string()))?;
-            cfg = cfg.door(Arc::new(door.clone()));
-            Some(door)
-        }
-        _ => None,
-    };
+    let cfg = options.take()?.argv(argv).stdin(stdin).cancel(token.clone());
     let handle = py.detach(|| rt.start(cfg)).map_err(errors::to_py)?;
-    let result = loop {
-        if let Some(r) = py.detach(|| handle.wait_timeout(SIGNAL_POLL)) {
-            break r;
+    let result = wait_for(py, &token, |timeout| handle.wait_timeout(timeout))?;
+    Outcome::new(py, result.map_err(errors::to_py)?)
+}
+
+/// Waits for `poll` to answer, looking at signals between waits: on Ctrl-C, cancels
+/// `token`, waits for the guest to unwind, then raises.
+pub(crate) fn wait_for<T: Send>(
+    py: Python<'_>,
+    token: &wasi_python_runtime::CancelToken,
+    poll: impl Fn(Duration) -> Option<T> + Sync,
+) -> PyResult<T> {
+    loop {
+        if let Some(r) = py.detach(|| poll(SIGNAL_POLL)) {
+            return Ok(r);
         }
         if let Err(interrupt) = py.check_signals() {
-            // Ctrl-C: stop the guest, wait for it to unwind, then raise.
             token.cancel();
-            let _ = py.detach(|| handle.wait());
+            py.detach(|| while poll(SIGNAL_POLL).is_none() {});
             return Err(interrupt);
         }
-    };
-    let done = result.map_err(errors::to_py)?;
-    let d = convert::completed(py, &done)?;
-    if let Some(door) = door {
-        d.set_item("tools", convert::record(py, &door.record())?)?;
     }
-    Ok(d)
 }

@@ -5,7 +5,6 @@ use std::time::{Duration, Instant};
 
 use pyo3::prelude::*;
 use pyo3::types::{PyString, PyTuple};
-use wasi_python_runtime::budget::Limits as BudgetLimits;
 use wasi_python_runtime::{CancelToken, Invocation, ToolHost, ToolOutput, ToolSpec};
 
 use crate::convert;
@@ -31,21 +30,10 @@ impl CompiledTool {
         timeout_s: Option<f64>,
     ) -> PyResult<Self> {
         let schema = convert::json_arg(schema, "an input schema")?;
-        let spec = ToolSpec::new(name, descriptor, &schema, validates_input, fixed, timeout_s.map(Duration::from_secs_f64))
+        let timeout = crate::options::opt_seconds("timeout_s", timeout_s)?;
+        let spec = ToolSpec::new(name, descriptor, &schema, validates_input, fixed, timeout)
             .map_err(|e| pyo3::exceptions::PyValueError::new_err(e.to_string()))?;
         Ok(CompiledTool { spec: std::sync::Arc::new(spec) })
-    }
-}
-
-pub(crate) fn specs(tools: &[Py<CompiledTool>]) -> Vec<std::sync::Arc<ToolSpec>> {
-    tools.iter().map(|t| t.get().spec.clone()).collect()
-}
-
-pub(crate) fn limits(max_frames: Option<u64>, max_request_bytes: Option<u64>) -> BudgetLimits {
-    BudgetLimits {
-        max_frames,
-        max_request_bytes,
-        ..BudgetLimits::default()
     }
 }
 
@@ -78,15 +66,15 @@ static IN_PYTHON: AtomicUsize = AtomicUsize::new(0);
 /// Called at interpreter exit: stops new tool threads from entering Python and waits
 /// (up to `timeout_s`) for those inside, such as abandoned calls, to run to their end.
 #[pyfunction]
-pub(crate) fn shutdown_tools(py: Python<'_>, timeout_s: f64) -> usize {
+pub(crate) fn shutdown_tools(py: Python<'_>, timeout_s: f64) -> PyResult<usize> {
+    let until = Instant::now() + crate::options::seconds("timeout_s", timeout_s)?;
     SHUTTING_DOWN.store(true, Ordering::SeqCst);
-    let until = Instant::now() + Duration::from_secs_f64(timeout_s.max(0.0));
     py.detach(|| {
         while IN_PYTHON.load(Ordering::SeqCst) > 0 && Instant::now() < until {
             std::thread::sleep(Duration::from_millis(2));
         }
     });
-    IN_PYTHON.load(Ordering::SeqCst)
+    Ok(IN_PYTHON.load(Ordering::SeqCst))
 }
 
 /// Runs a call's thread (a tool's, a file provider's) with a Python thread state taken
