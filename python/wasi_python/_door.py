@@ -189,7 +189,16 @@ class Dispatcher:
         done: concurrent.futures.Future[Any] = concurrent.futures.Future()
 
         async def _wrap() -> Any:
-            return await awaitable
+            # Whatever the awaitable raises is the call's answer, SystemExit,
+            # KeyboardInterrupt and GeneratorExit included: asyncio re-raises those out of
+            # the loop, which would kill the run's loop thread (or escape into the
+            # embedder's own asyncio.run) instead of failing this one call.
+            try:
+                return (True, await awaitable)
+            except asyncio.CancelledError:
+                raise
+            except BaseException as e:  # noqa: BLE001 - handed to the calling thread below
+                return (False, e)
 
         # The call's context is entered on this thread; the task runs in a copy of it.
         task_context = context.copy()
@@ -203,7 +212,11 @@ class Dispatcher:
                 elif t.exception() is not None:
                     done.set_exception(t.exception())  # type: ignore[arg-type]
                 else:
-                    done.set_result(t.result())
+                    ok, value = t.result()
+                    if ok:
+                        done.set_result(value)
+                    else:
+                        done.set_exception(value)
 
             task.add_done_callback(_finish)
             task.add_done_callback(self._tasks.discard)
