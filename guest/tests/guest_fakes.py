@@ -1,4 +1,5 @@
-"""A fake `_host` door that answers as a version-1 host would, and descriptor helpers.
+"""A fake `_host` door that answers as a version-1 host would, descriptor helpers, and
+what a fresh interpreter loads to import and call the tools.
 
 The guest package runs on this CPython as in the sandbox, with the fake standing
 in for the guest's builtin door module `_host`.
@@ -7,6 +8,8 @@ in for the guest's builtin door module `_host`.
 import base64
 import json
 import pathlib
+import subprocess
+import sys
 
 GUEST = pathlib.Path(__file__).resolve().parents[1]
 
@@ -123,3 +126,38 @@ def tool(
         d["_meta"] = {"python": meta}
     d.update(extra)
     return d
+
+
+def echo_all(**args):
+    """A handler that answers with the arguments it got."""
+    return args
+
+
+_FAST_PATH = """
+import json, sys
+sys.path.insert(0, GUEST)
+LISTED = json.dumps({"v": 1, "id": 1, "ok": True, "tools": [DESCRIPTOR]}).encode()
+
+class Door:
+    def call(self, frame):
+        if json.loads(frame)["op"] == "list":
+            return LISTED
+        return b'{"v":1,"id":null,"ok":true,"value":VALUE}'
+
+sys.modules["_host"] = Door()
+before = set(sys.modules)
+from host import tools
+CALLS
+print(sorted(set(sys.modules) - before))
+"""
+
+
+def modules_loaded(descriptor, calls, value="null"):
+    """The modules a fresh CPython (``-S -I``: no site, no user paths) loads to import
+    ``host.tools`` offering ``descriptor`` and run ``calls`` (lines of code), each call
+    answered with ``value`` (JSON text)."""
+    program = _FAST_PATH.replace("GUEST", repr(str(GUEST))).replace("DESCRIPTOR", repr(descriptor))
+    program = program.replace("VALUE", value).replace("CALLS", calls)
+    command = [sys.executable, "-S", "-I", "-c", program]
+    done = subprocess.run(command, capture_output=True, text=True, check=True)
+    return eval(done.stdout)

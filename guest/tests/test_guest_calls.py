@@ -6,7 +6,7 @@ import fractions
 import json
 
 import pytest
-from guest_fakes import FakeHost, tool
+from guest_fakes import FakeHost, echo_all, tool
 
 F = tool(
     "f",
@@ -54,10 +54,6 @@ META = tool(
 )
 OPEN = {"name": "kw"}  # no schema: (**kwargs)
 EMPTY = {"name": "empty", "inputSchema": {"type": "object"}}  # no properties: ()
-
-
-def echo_all(**args):
-    return args
 
 
 @pytest.fixture

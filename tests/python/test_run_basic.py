@@ -6,17 +6,14 @@ from __future__ import annotations
 import dataclasses
 import json
 import math
-import os
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 
 from wasi_python import ArtifactsMissing, Completed, Grant, artifacts, run
 
-PYTHON_DIR = Path(__file__).resolve().parents[2] / "python"
-
+from helpers import run_python
 
 # --- programs -------------------------------------------------------------------------
 
@@ -203,15 +200,7 @@ def test_completed_ok(exit_code, trapped, ok):
 
 
 def _cli(*args: str, stdin: bytes = b"") -> subprocess.CompletedProcess:
-    env = dict(os.environ)
-    env["PYTHONPATH"] = os.pathsep.join([str(PYTHON_DIR), env.get("PYTHONPATH", "")]).rstrip(os.pathsep)
-    return subprocess.run(
-        [sys.executable, "-m", "wasi_python", "run", *args],
-        input=stdin,
-        capture_output=True,
-        env=env,
-        timeout=120,
-    )
+    return run_python("-m", "wasi_python", "run", *args, input=stdin, timeout=120)
 
 
 def test_cli_prints_one_json_object():

@@ -8,17 +8,9 @@ import pytest
 
 from wasi_python.tools import stubs, tool
 
+from helpers import lookup_region
+
 KEY = "sk-secret-value"
-
-
-@tool(read_only=True)
-def lookup_region(code: str) -> dict:
-    """Look up a sales region by its code.
-
-    Args:
-        code: The region code, such as "EMEA".
-    """
-    return {}
 
 
 def orders_for(

@@ -5,7 +5,6 @@ from __future__ import annotations
 import asyncio
 import collections.abc
 import dataclasses
-import enum
 import functools
 import inspect
 import json
@@ -19,18 +18,10 @@ from pydantic import BaseModel, Field
 from wasi_python import _build, _tools
 from wasi_python.tools import Tool, ToolCall, ToolDenied, ToolError, ToolTimeout, tool
 
+from helpers import REGIONS, Color, Size, lookup_region
+
 # ---------------------------------------------------------------------------------------------
 # Helpers and types used in the tables (module level, so type hints resolve).
-
-
-class Color(enum.Enum):
-    RED = "red"
-    BLUE = "blue"
-
-
-class Size(enum.IntEnum):
-    S = 1
-    L = 3
 
 
 class Point(TypedDict):
@@ -244,21 +235,7 @@ def test_a_missing_hint_has_no_annotation_text() -> None:
 
 
 # ---------------------------------------------------------------------------------------------
-# The guide's example, exactly
-
-REGIONS = {"EMEA": {"code": "EMEA", "manager": "Ada"}}
-
-
-@tool(read_only=True)
-def lookup_region(code: str) -> dict:
-    """Look up a sales region by its code.
-
-    Args:
-        code: The region code, such as "EMEA".
-    """
-    if code not in REGIONS:
-        raise ToolError(f"no region {code!r}")  # the guest reads this message
-    return REGIONS[code]
+# The guide's example, exactly (helpers.lookup_region)
 
 
 def test_guide_example_descriptor() -> None:
