@@ -172,7 +172,6 @@ class Tool:
         return f"<Tool {self.name}{self.signature}>"
 
 
-
 # --------------------------------------------------------------------------------------------
 # tool()
 
@@ -206,7 +205,8 @@ def tool(
     """Make a tool from a function: ``@tool``, ``@tool(...)`` or ``tool(fn, ...)``.
 
     The name, description and input schema come from the function (its name, its docstring up
-    to the first heading, its type hints and its ``Args:`` section) unless given. A keyword a
+    to the first heading, its type hints and its parameter docs: a Google ``Args:`` section,
+    numpydoc's ``Parameters`` or reST ``:param:`` fields) unless given. A keyword a
     `functools.partial` binds is fixed: it is not in the schema and the guest never sees it.
     The labels ``read_only``, ``destructive``, ``idempotent`` and ``open_world`` are shown to the
     guest as MCP's hints; they grant nothing. Raises TypeError or ValueError, saying why, for a
