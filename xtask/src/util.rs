@@ -55,15 +55,15 @@ pub(crate) fn venv() -> Result<PathBuf> {
     if !py.exists() {
         run(Command::new(python3()).args(["-m", "venv", "--system-site-packages"]).arg(&venv))?;
     }
-    // What the tests import beyond the standard library.
-    let missing = Command::new(&py)
-        .args(["-c", "import pytest, numpy"])
-        .stderr(std::process::Stdio::null())
-        .status()
-        .map(|s| !s.success())
-        .unwrap_or(true);
-    if missing {
-        run(Command::new(&py).args(["-m", "pip", "install", "--quiet", "pytest", "numpy"]))?;
+    // What the tests import beyond the standard library, pinned in tests/requirements.txt.
+    // A copy of the file in .venv says what was installed last: pip runs only when the
+    // file has changed since (or the venv is new).
+    let requirements = root.join("tests").join("requirements.txt");
+    let wanted = std::fs::read(&requirements).with_context(|| format!("reading {}", requirements.display()))?;
+    let stamp = venv.join("tests-requirements.txt");
+    if std::fs::read(&stamp).ok().as_deref() != Some(wanted.as_slice()) {
+        run(Command::new(&py).args(["-m", "pip", "install", "--quiet", "-r"]).arg(&requirements))?;
+        std::fs::write(&stamp, &wanted).with_context(|| format!("writing {}", stamp.display()))?;
     }
     // maturin: the venv's own, else the machine's, else install it into the venv.
     let mut maturin = venv.join("bin").join("maturin");
