@@ -6,10 +6,11 @@
 """
 
 from ._async import run_async, set_async_workers
-from ._files import Errno, FileFault, FileProvider, FileRecord, MemoryFiles, Mount, Stat, WritableFileProvider, ZipFiles
+from ._files import Errno, FileProvider, MemoryFiles, Mount, Stat, WritableFileProvider, ZipFiles
+from ._records import Completed, FileFault, FileRecord
 from ._run import DEFAULTS, TOOL_DEFAULTS, ArtifactsMissing, PreloadError, artifacts, default_preload, prepare, run
 from ._session import Session, SessionBusy, SessionEnded
-from ._types import Completed, Grant
+from ._types import Grant
 
 __all__ = [
     "run",

@@ -13,7 +13,8 @@ if TYPE_CHECKING:
 
 from . import _run
 from . import _wasi_python as _ext
-from ._types import Completed, Grant
+from ._records import Completed
+from ._types import Grant
 
 __all__ = ["run_async", "set_async_workers"]
 

@@ -1,4 +1,5 @@
-"""The Python side of one tool call: gate, tool, async loop, contextvars; and the record.
+"""The Python side of one tool call: gate, tool, async loop, contextvars (the record of the
+calls is `_records.ToolRecord`).
 
 The runtime (Rust) decodes, budgets, validates and bounds each call, then calls
 `Dispatcher.invoke` on a new thread with the GIL held. What it answers is
@@ -21,7 +22,6 @@ import contextvars
 import copy
 import inspect
 import threading
-from dataclasses import dataclass, fields
 from typing import TYPE_CHECKING, Any, Callable, Optional, Sequence
 
 from ._tools import Tool, ToolCall, ToolDenied, ToolError
@@ -32,55 +32,7 @@ if TYPE_CHECKING:
 # asyncio (6 MB and 10 ms to import) is imported where an async tool, gate or loop
 # needs it, so a program that uses none never loads it.
 
-__all__ = ["ToolOutcome", "ToolRecord", "Dispatcher"]
-
-
-@dataclass(frozen=True, slots=True)
-class ToolOutcome:
-    """One frame the guest sent, and how it was answered."""
-
-    seq: int
-    op: str  # "list", "call", or "unknown" for a frame that could not be read
-    tool: Optional[str]
-    outcome: str  # "ok", or the error kind the guest read
-    message: Optional[str]  # what the guest read; None for "ok"
-    request_bytes: int
-    response_bytes: int
-    fault: Optional[str]  # host-side detail, never sent: "Type: first line"
-    abandoned: bool  # answered while the tool ran on
-
-
-@dataclass(frozen=True, slots=True)
-class ToolRecord:
-    """What happened at the door during a run.
-
-    - ``frames``: every frame counted;
-    - ``outcomes``: the first 1,000 frames, in order;
-    - ``unlisted``: the frames counted but not listed;
-    - ``abandoned``: every call answered while its tool ran on.
-    """
-
-    frames: int
-    outcomes: tuple[ToolOutcome, ...]
-    unlisted: int
-    abandoned: tuple[ToolOutcome, ...]
-
-    @classmethod
-    def _from_ext(cls, r: Any) -> "ToolRecord":
-        """From the extension's ``ToolRecord``, field by field by name."""
-
-        def outcome(o: Any) -> ToolOutcome:
-            return ToolOutcome(**{f: getattr(o, f) for f in _OUTCOME_FIELDS})
-
-        return cls(
-            frames=r.frames,
-            outcomes=tuple(map(outcome, r.outcomes)),
-            unlisted=r.unlisted,
-            abandoned=tuple(map(outcome, r.abandoned)),
-        )
-
-
-_OUTCOME_FIELDS = tuple(f.name for f in fields(ToolOutcome))
+__all__ = ["Dispatcher"]
 
 
 def _fault(e: BaseException) -> str:

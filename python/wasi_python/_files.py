@@ -1,5 +1,5 @@
-"""Serve files from your own code: ``Mount``, the provider protocols, ``MemoryFiles``,
-``ZipFiles``, and the record of a run's file calls (docs/files.md)."""
+"""Serve files from your own code: ``Mount``, the provider protocols, ``MemoryFiles`` and
+``ZipFiles`` (docs/files.md; the record of a run's file calls is `_records.FileRecord`)."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ import enum
 import errno as _errno
 import inspect
 import threading
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any, Iterable, Literal, Mapping, Optional, Protocol, Sequence, runtime_checkable
 
 from . import _wasi_python as _ext
@@ -22,8 +22,6 @@ __all__ = [
     "Errno",
     "MemoryFiles",
     "ZipFiles",
-    "FileRecord",
-    "FileFault",
 ]
 
 Kind = Literal["file", "dir"]
@@ -329,53 +327,6 @@ class ZipFiles:
 
     def close(self) -> None:
         self._zip.close()
-
-
-@dataclass(frozen=True, slots=True)
-class FileFault:
-    """A provider call that failed by a fault (the guest saw EIO or ETIMEDOUT), or a
-    write the provider refused."""
-
-    method: str
-    path: str
-    error: str
-
-
-@dataclass(frozen=True, slots=True)
-class FileRecord:
-    """What a run's mounts did (``Completed.files``; None without mounts).
-
-    - ``calls``: provider calls by method ("stat", "list", "read", "write", ...); ``total``.
-    - ``refused_calls``: calls refused because ``max_file_calls`` was spent (EIO).
-    - ``faults``: the first 1,000 faults (exceptions, timeouts); ``faults_total``.
-    - ``refused_writes``: the first 1,000 whole-file writes the provider refused or
-      failed; ``refused_writes_total``.
-    - ``files_written``/``bytes_written``: writes that landed.
-    """
-
-    calls: Mapping[str, int] = field(default_factory=dict)
-    total: int = 0
-    refused_calls: int = 0
-    faults: tuple[FileFault, ...] = ()
-    faults_total: int = 0
-    refused_writes: tuple[FileFault, ...] = ()
-    refused_writes_total: int = 0
-    files_written: int = 0
-    bytes_written: int = 0
-
-    @classmethod
-    def _from_ext(cls, d: dict[str, Any]) -> "FileRecord":
-        return cls(
-            calls=dict(d["calls"]),
-            total=d["total"],
-            refused_calls=d["refused_calls"],
-            faults=tuple(FileFault(*f) for f in d["faults"]),
-            faults_total=d["faults_total"],
-            refused_writes=tuple(FileFault(*f) for f in d["refused_writes"]),
-            refused_writes_total=d["refused_writes_total"],
-            files_written=d["files_written"],
-            bytes_written=d["bytes_written"],
-        )
 
 
 def check_mounts(mounts: Any) -> list[Mount]:

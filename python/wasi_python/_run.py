@@ -19,7 +19,8 @@ from . import _door, _files
 from . import _wasi_python as _ext
 from ._files import Mount
 from ._tools import _as_tools
-from ._types import MAX_SECONDS, Completed, Grant, check_utf8, items_of, show_number
+from ._records import Completed, completed_from_ext
+from ._types import MAX_SECONDS, Grant, check_utf8, items_of, show_number
 
 __all__ = ["run", "artifacts", "ArtifactsMissing", "PreloadError", "DEFAULTS", "TOOL_DEFAULTS", "default_preload", "prepare"]
 
@@ -488,31 +489,15 @@ def _where(tools: bool) -> str:
     return where
 
 
-def _completed(d: Any) -> Completed:
-    """The extension's ``Outcome`` as the public ``Completed``."""
-    return Completed(
-        exit_code=d.exit_code,
-        stdout=d.stdout,
-        stderr=d.stderr,
-        trapped=d.trapped,
-        truncated=tuple(d.truncated),
-        fuel_used=d.fuel_used,
-        duration_s=d.duration_s,
-        tools=_door.ToolRecord._from_ext(d.tools) if d.tools is not None else None,
-        file_bytes_written=d.file_bytes_written,
-        files=_files.FileRecord._from_ext(d.files) if d.files is not None else None,
-    )
-
-
 def _execute(p: _Plan, token: Any, loop: Optional[asyncio.AbstractEventLoop]) -> Completed:
     """Runs a planned guest; ``loop`` is where async tools and providers run (None: a
     loop of the run's own)."""
     if p.door is None and not p.settings["mounts"]:
-        return _completed(_ext.run(p.where, p.args, p.stdin, _options(p.settings, host=p.host), token))
+        return completed_from_ext(_ext.run(p.where, p.args, p.stdin, _options(p.settings, host=p.host), token))
     tool_list, gate_fn = (p.door[0], p.door[1]) if p.door is not None else ([], None)
     dispatcher = _door.Dispatcher(tool_list, gate_fn, loop)
     try:
         options = _options(p.settings, p.door, dispatcher, p.host)
-        return _completed(_ext.run(p.where, p.args, p.stdin, options, token))
+        return completed_from_ext(_ext.run(p.where, p.args, p.stdin, options, token))
     finally:
         dispatcher.close()

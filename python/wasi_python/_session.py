@@ -7,7 +7,8 @@ from typing import Any, Iterable, Mapping, Optional
 
 from . import _door, _run
 from . import _wasi_python as _ext
-from ._types import Completed, Grant, check_utf8
+from ._records import Completed, completed_from_ext
+from ._types import Grant, check_utf8
 
 #: The runtime's defaults (``SessionLimits::default()``), the one place they live.
 _DEFAULTS = _ext.DEFAULTS
@@ -101,7 +102,7 @@ class Session:
         _run._check_cancel(cancel)
         token, watch = _run._cancel_token(cancel)
         try:
-            return _run._completed(self._handle.turn(code, cancel=token, **limits))
+            return completed_from_ext(self._handle.turn(code, cancel=token, **limits))
         finally:
             if watch is not None:
                 watch.stop()
@@ -126,7 +127,7 @@ class Session:
             except BaseException:  # noqa: BLE001 - re-raising the cancellation
                 pass
             raise
-        return _run._completed(out)
+        return completed_from_ext(out)
 
     @property
     def ended(self) -> Optional[str]:

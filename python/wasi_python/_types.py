@@ -1,17 +1,14 @@
-"""The plain data types of the public API."""
+"""`Grant`, and the small argument checks the modules share (the records a run returns
+are in `_records`)."""
 
 from __future__ import annotations
 
 import os
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from collections.abc import Iterable
-from typing import TYPE_CHECKING, Any, Optional
+from typing import Any
 
-if TYPE_CHECKING:
-    from ._files import FileRecord
-    from .tools import ToolRecord
-
-__all__ = ["Completed", "Grant"]
+__all__ = ["Grant"]
 
 #: The longest finite time a limit accepts, in seconds (about 31.7 years): past it the
 #: runtime could not add the time to the clock. None is the way to say "no limit".
@@ -69,38 +66,3 @@ class Grant:
         check_utf8("Grant.guest_path", self.guest_path)
         if type(self.writable) is not bool:
             raise TypeError(f"Grant.writable must be a bool (True or False), not {type(self.writable).__name__}")
-
-
-@dataclass(frozen=True, slots=True)
-class Completed:
-    """How a run ended. Every guest behaviour ends here; ``run`` does not raise for it.
-
-    - ``exit_code``: the exit status (0-255), or None when the run trapped.
-    - ``stdout``/``stderr``: captured bytes, at most ``output_bytes`` each.
-    - ``trapped``: None, or why the host stopped the guest: "deadline", "out of fuel",
-      "cancelled", "stack overflow", "memory", "unreachable", "memory out of bounds", ...
-    - ``truncated``: the streams that dropped output past the cap ("stdout", "stderr").
-    - ``fuel_used``: fuel spent when ``fuel=`` was given, else None.
-    - ``tools``: the call record when ``tools=`` was given, else None.
-    - ``file_bytes_written``: bytes the guest wrote to files (``/tmp``, ``/work``,
-      writable grants, mounts), what ``file_write_bytes`` caps; for a session turn,
-      the session's total so far.
-    - ``files``: what the mounts' providers were asked (a ``FileRecord``) when
-      ``mounts=`` was given, else None.
-    """
-
-    exit_code: Optional[int]
-    stdout: bytes
-    stderr: bytes
-    trapped: Optional[str]
-    truncated: tuple[str, ...]
-    fuel_used: Optional[int]
-    duration_s: float
-    tools: Optional["ToolRecord"] = field(default=None)
-    file_bytes_written: int = 0
-    files: Optional["FileRecord"] = field(default=None)
-
-    @property
-    def ok(self) -> bool:
-        """True when the guest exited with status 0."""
-        return self.exit_code == 0 and self.trapped is None

@@ -6,7 +6,7 @@ it from ``host.tools``. See the guide "Offer tools to the guest".
 This module is pure Python: it imports without the compiled extension.
 """
 
-from wasi_python._door import ToolOutcome, ToolRecord
+from wasi_python._records import ToolOutcome, ToolRecord
 from wasi_python._tools import (
     Tool,
     ToolCall,

@@ -1221,7 +1221,7 @@ def test_public_module() -> None:
         ["Tool", "ToolCall", "ToolDenied", "ToolError", "ToolOutcome", "ToolRecord", "ToolTimeout", "stubs", "tool"]
     )
     for name in public.__all__:
-        if name not in ("ToolOutcome", "ToolRecord"):  # the record lives in _door
+        if name not in ("ToolOutcome", "ToolRecord"):  # the record lives in _records
             assert getattr(public, name) is getattr(_tools, name)
 
 
