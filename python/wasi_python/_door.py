@@ -133,7 +133,7 @@ class Dispatcher:
                 self._own = _OwnLoop()
             return self._own.loop
 
-    def _await(self, awaitable: Any, context: contextvars.Context, cancel: Any) -> Any:
+    def run_awaitable(self, awaitable: Any, context: contextvars.Context, cancel: Any) -> Any:
         """Awaits on the run's loop; cancels the task at its next await when the call ends."""
         import asyncio
 
@@ -196,7 +196,7 @@ class Dispatcher:
             try:
                 verdict = self._gate(call)
                 if inspect.isawaitable(verdict):
-                    verdict = self._await(verdict, context, cancel)
+                    verdict = self.run_awaitable(verdict, context, cancel)
             except _Cancelled:
                 return ("cancelled", None, None)
             except ToolDenied as e:
@@ -218,7 +218,7 @@ class Dispatcher:
         try:
             result = t.fn(**args)
             if inspect.isawaitable(result):
-                result = self._await(result, context, cancel)
+                result = self.run_awaitable(result, context, cancel)
         except _Cancelled:
             return ("cancelled", None, None)
         except ToolDenied as e:

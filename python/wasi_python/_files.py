@@ -158,7 +158,7 @@ class _Adapter:
             fn = getattr(self._provider, op)
             out = fn(path, arg) if op in ("write", "rename") else fn(path)
             if inspect.isawaitable(out):
-                out = self._dispatcher._await(out, contextvars.copy_context(), _NeverCancelled)
+                out = self._dispatcher.run_awaitable(out, contextvars.copy_context(), _NeverCancelled)
             if isinstance(out, Errno):
                 return ("errno", out.name)
             if op == "stat":

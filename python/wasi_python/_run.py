@@ -18,7 +18,7 @@ if TYPE_CHECKING:
 from . import _door, _files
 from . import _wasi_python as _ext
 from ._files import Mount
-from ._tools import _as_tools
+from ._tools import as_tools, for_door
 from ._records import Completed, completed_from_ext
 from ._types import MAX_SECONDS, Grant, check_utf8, items_of, show_number
 
@@ -308,7 +308,7 @@ def _door_args(tools: Any, gate: Any, max_calls: Any, max_bytes: Any, host: Any)
             if value is not _UNSET:
                 raise TypeError(f"{name}= without tools=: it governs tool calls, and this run offers none")
         return None
-    tool_list = _as_tools(tools)
+    tool_list = as_tools(tools)
     if gate is _UNSET:
         gate = None
     _door.check_gate(gate)
@@ -438,7 +438,7 @@ def _options(settings: dict[str, Any], door: Optional[tuple[list[Any], Any, Opti
     tools, _, frames, req = door if door is not None else (None, None, None, None)
     return _ext.Options(
         **kw,
-        tools=[t._for_door() for t in tools] if tools is not None else None,
+        tools=[for_door(t) for t in tools] if tools is not None else None,
         dispatcher=dispatcher if tools is not None else None,
         max_tool_calls=frames,
         max_tool_request_bytes=req,

@@ -1,10 +1,11 @@
 """Tools: the embedder's Python functions, offered to the guest (the pure-Python part).
 
 This module is the tools layer's facade: `Tool`, `tool()`, `ToolCall`, the exceptions,
-`as_tools` (what ``tools=`` goes through) and `stubs`. The work is done by modules by concern:
-`_build` (what a tool is made of), `_hints` (type hints -> JSON Schema), `_json` (JSON
-values), `_docstrings` and `_stubs`. It runs nothing and imports no compiled code at import
-time: the runner (`wasi_python.run`) calls the tools, gates them and records them.
+`as_tools` (what ``tools=`` goes through), `for_door` (a tool compiled for the runtime) and
+`stubs`. The work is done by modules by concern: `_build` (what a tool is made of), `_hints`
+(type hints -> JSON Schema), `_json` (JSON values), `_docstrings` and `_stubs`. It runs
+nothing and imports no compiled code at import time: the runner (`wasi_python.run`) calls the
+tools, gates them and records them.
 """
 
 from __future__ import annotations
@@ -33,6 +34,7 @@ __all__ = [
     "ToolError",
     "ToolTimeout",
     "as_tools",
+    "for_door",
     "stubs",
     "tool",
 ]
@@ -150,24 +152,6 @@ class Tool:
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
         return self._target(*args, **kwargs)
 
-    def _for_door(self) -> Any:
-        """The tool compiled for the runtime's door (its descriptor's JSON and its checked
-        schema), made on first use and shared by every later run."""
-        compiled = self._compiled
-        if compiled is None:
-            from ._wasi_python import CompiledTool
-
-            compiled = CompiledTool(
-                self.name,
-                json.dumps(self._descriptor, ensure_ascii=False, separators=(",", ":"), allow_nan=False),
-                json.dumps(self._input_schema, ensure_ascii=False, allow_nan=False),
-                bool(self.validates_input),
-                list(self.fixed),
-                self.timeout_s,
-            )
-            object.__setattr__(self, "_compiled", compiled)
-        return compiled
-
     def __repr__(self) -> str:
         return f"<Tool {self.name}{self.signature}>"
 
@@ -267,8 +251,23 @@ def as_tools(tools: Any) -> list[Tool]:
     return out
 
 
-# The name _run.py imports (owned elsewhere); it goes when _run.py imports as_tools.
-_as_tools = as_tools
+def for_door(t: Tool) -> Any:
+    """The tool compiled for the runtime's door (its descriptor's JSON and its checked
+    schema), made on first use and shared by every later run."""
+    compiled = t._compiled
+    if compiled is None:
+        from ._wasi_python import CompiledTool
+
+        compiled = CompiledTool(
+            t.name,
+            json.dumps(t._descriptor, ensure_ascii=False, separators=(",", ":"), allow_nan=False),
+            json.dumps(t._input_schema, ensure_ascii=False, allow_nan=False),
+            bool(t.validates_input),
+            list(t.fixed),
+            t.timeout_s,
+        )
+        object.__setattr__(t, "_compiled", compiled)
+    return compiled
 
 
 # tool(fn) for the plain functions passed in tools=, kept while the function lives and

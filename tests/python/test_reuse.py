@@ -7,7 +7,7 @@ from __future__ import annotations
 import textwrap
 
 from wasi_python import run
-from wasi_python._tools import as_tools
+from wasi_python._tools import as_tools, for_door
 
 
 def _fresh_function():
@@ -37,7 +37,7 @@ def test_an_unchanged_function_is_read_once_and_compiled_once():
     fn = _fresh_function()
     first, again = as_tools([fn])[0], as_tools([fn])[0]
     assert first is again
-    assert first._for_door() is again._for_door()
+    assert for_door(first) is for_door(again)
     assert as_tools([_fresh_function()])[0] is not first  # another function, another tool
 
 
