@@ -20,7 +20,7 @@ from . import _wasi_python as _ext
 from ._files import Mount
 from ._tools import as_tools, for_door
 from ._records import Completed, completed_from_ext
-from ._types import MAX_SECONDS, Grant, check_utf8, items_of, show_number
+from ._types import SIZE_MAX, Grant, check_int, check_seconds, check_utf8, items_of
 
 __all__ = ["run", "artifacts", "ArtifactsMissing", "PreloadError", "DEFAULTS", "TOOL_DEFAULTS", "default_preload", "prepare"]
 
@@ -144,38 +144,8 @@ def _compile_guest_package(dist: Path) -> int:
     return int(d.stdout)
 
 
-#: The largest count the runtime takes (a u64), and the largest byte count (a usize).
-_U64_MAX = (1 << 64) - 1
-_SIZE_MAX = sys.maxsize * 2 + 1
 #: A 32-bit guest cannot address more.
 _MEMORY_MAX = 4 << 30
-
-
-def _check_int(name: str, value: Any, *, minimum: int = 0, maximum: int = _U64_MAX, optional: bool = False, why: str = "") -> Optional[int]:
-    """An int (not a bool) in [minimum, maximum], else TypeError/ValueError naming ``name``."""
-    if value is None and optional:
-        return None
-    if isinstance(value, bool) or not isinstance(value, int):
-        raise TypeError(f"{name} must be an int{' or None' if optional else ''}, not {type(value).__name__}")
-    if value < minimum:
-        raise ValueError(f"{name} must be >= {minimum}, not {show_number(value)}")
-    if value > maximum:
-        none = "; pass None for no limit" if optional else ""
-        raise ValueError(f"{name} must be at most {maximum}{why}, not {show_number(value)}{none}")
-    return int(value)
-
-
-def _check_seconds(name: str, value: Any) -> Optional[float]:
-    """None, or a positive finite number of seconds up to MAX_SECONDS (not a bool)."""
-    if value is None:
-        return None
-    if isinstance(value, bool) or not isinstance(value, (int, float)):
-        raise TypeError(f"{name} must be a number of seconds or None, not {type(value).__name__}")
-    # Compared, never converted first: an int past a float's range would raise
-    # OverflowError. NaN fails both comparisons; infinities fail one.
-    if not (0 < value <= MAX_SECONDS):
-        raise ValueError(f"{name} must be a positive finite number of seconds at most {MAX_SECONDS:g} (None for no limit), not {show_number(value)}")
-    return float(value)
 
 
 def _check_argv(argv: Any) -> list[str]:
@@ -312,8 +282,8 @@ def _door_args(tools: Any, gate: Any, max_calls: Any, max_bytes: Any, host: Any)
     if gate is _UNSET:
         gate = None
     _door.check_gate(gate)
-    frames = TOOL_DEFAULTS["max_tool_calls"] if max_calls is _UNSET else _check_int("max_tool_calls", max_calls, minimum=1, optional=True)
-    req = TOOL_DEFAULTS["max_tool_request_bytes"] if max_bytes is _UNSET else _check_int("max_tool_request_bytes", max_bytes, minimum=1, optional=True)
+    frames = TOOL_DEFAULTS["max_tool_calls"] if max_calls is _UNSET else check_int("max_tool_calls", max_calls, minimum=1, optional=True)
+    req = TOOL_DEFAULTS["max_tool_request_bytes"] if max_bytes is _UNSET else check_int("max_tool_request_bytes", max_bytes, minimum=1, optional=True)
     return tool_list, gate, frames, req
 
 
@@ -420,11 +390,11 @@ def _settings(
         "env": _check_env(env),
         "grants": grants_l,
         "memory_bytes": _check_memory(memory_bytes),
-        "deadline_s": _check_seconds("deadline_s", deadline_s),
-        "output_bytes": _check_int("output_bytes", output_bytes, maximum=_SIZE_MAX),
-        "fuel": _check_int("fuel", fuel, minimum=1, optional=True),
+        "deadline_s": check_seconds("deadline_s", deadline_s),
+        "output_bytes": check_int("output_bytes", output_bytes, maximum=SIZE_MAX),
+        "fuel": check_int("fuel", fuel, minimum=1, optional=True),
         "mounts": mounts_l,
-        "max_file_calls": _check_int("max_file_calls", max_file_calls, minimum=1, optional=True),
+        "max_file_calls": check_int("max_file_calls", max_file_calls, minimum=1, optional=True),
     }
     settings.update(_check_files(file_write_bytes, max_open_files, workdir, grants_l, preload, mounts_l))
     return settings
@@ -465,8 +435,8 @@ def _check_files(file_write_bytes: Any, max_open_files: Any, workdir: Any, grant
             h = Path(g.host_path).resolve()
             if h == _PACKAGE or h in _PACKAGE.parents or _PACKAGE in h.parents:
                 raise ValueError(f"grants: a writable grant of {g.host_path} would let the guest rewrite this package ({_PACKAGE})")
-    quota = _check_int("file_write_bytes", file_write_bytes, optional=True)
-    fds = _check_int("max_open_files", max_open_files, minimum=1, maximum=_SIZE_MAX)
+    quota = check_int("file_write_bytes", file_write_bytes, optional=True)
+    fds = check_int("max_open_files", max_open_files, minimum=1, maximum=SIZE_MAX)
     if workdir is not None:
         if not isinstance(workdir, str):
             raise TypeError(f"workdir must be a guest path (str) or None, not {type(workdir).__name__}")
@@ -476,7 +446,7 @@ def _check_files(file_write_bytes: Any, max_open_files: Any, workdir: Any, grant
 
 
 def _check_memory(memory_bytes: Any) -> int:
-    return _check_int("memory_bytes", memory_bytes, minimum=40 << 20, maximum=_MEMORY_MAX, why=" (4 GiB: a 32-bit guest cannot use more)")  # type: ignore[return-value]
+    return check_int("memory_bytes", memory_bytes, minimum=40 << 20, maximum=_MEMORY_MAX, why=" (4 GiB: a 32-bit guest cannot use more)")  # type: ignore[return-value]
 
 
 def _where(tools: bool) -> str:

@@ -8,7 +8,7 @@ from typing import Any, Iterable, Mapping, Optional
 from . import _door, _run
 from . import _wasi_python as _ext
 from ._records import Completed, completed_from_ext
-from ._types import Grant, check_utf8
+from ._types import SIZE_MAX, Grant, check_int, check_seconds, check_utf8
 
 #: The runtime's defaults (``SessionLimits::default()``), the one place they live.
 _DEFAULTS = _ext.DEFAULTS
@@ -65,9 +65,9 @@ class Session:
         self._deadline = settings["deadline_s"]
         self._output = settings["output_bytes"]
         self._fuel = settings["fuel"]
-        idle = _run._check_seconds("idle_s", idle_s)
-        life = _run._check_seconds("lifetime_s", lifetime_s)
-        shut = _run._check_seconds("shutdown_s", shutdown_s)
+        idle = check_seconds("idle_s", idle_s)
+        life = check_seconds("lifetime_s", lifetime_s)
+        shut = check_seconds("shutdown_s", shutdown_s)
         door = _run._door_args(tools, gate, max_tool_calls, max_tool_request_bytes, None)
         where = _run._where(door is not None)
         # Tools run, and async providers are awaited, on the loop of a dispatcher of the
@@ -89,9 +89,9 @@ class Session:
         if not isinstance(code, str):
             raise TypeError(f"code must be a str, not {type(code).__name__}")
         check_utf8("code", code)
-        deadline = self._deadline if deadline_s is _run._UNSET else _run._check_seconds("deadline_s", deadline_s)
-        output = self._output if output_bytes is _run._UNSET else _run._check_int("output_bytes", output_bytes, maximum=_run._SIZE_MAX)
-        fuel_cap = self._fuel if fuel is _run._UNSET else _run._check_int("fuel", fuel, minimum=1, optional=True)
+        deadline = self._deadline if deadline_s is _run._UNSET else check_seconds("deadline_s", deadline_s)
+        output = self._output if output_bytes is _run._UNSET else check_int("output_bytes", output_bytes, maximum=SIZE_MAX)
+        fuel_cap = self._fuel if fuel is _run._UNSET else check_int("fuel", fuel, minimum=1, optional=True)
         if fuel_cap is not None and self._fuel is None:
             raise ValueError("fuel: this session was opened without fuel=, so its turns are not metered")
         return code, {"deadline_s": deadline, "output_bytes": output, "fuel": fuel_cap}

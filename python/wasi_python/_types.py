@@ -4,9 +4,10 @@ are in `_records`)."""
 from __future__ import annotations
 
 import os
+import sys
 from dataclasses import dataclass
 from collections.abc import Iterable
-from typing import Any
+from typing import Any, Optional
 
 __all__ = ["Grant"]
 
@@ -44,6 +45,38 @@ def check_utf8(name: str, text: str) -> None:
         text.encode("utf-8")
     except UnicodeEncodeError as e:
         raise ValueError(f"{name}: {text[:40]!r} is not valid UTF-8 (a lone surrogate at index {e.start})") from None
+
+
+#: The largest count the runtime takes (a u64), and the largest byte count (a usize).
+_U64_MAX = (1 << 64) - 1
+SIZE_MAX = sys.maxsize * 2 + 1
+
+
+def check_int(name: str, value: Any, *, minimum: int = 0, maximum: int = _U64_MAX, optional: bool = False, why: str = "") -> Optional[int]:
+    """An int (not a bool) in [minimum, maximum], else TypeError/ValueError naming ``name``."""
+    if value is None and optional:
+        return None
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise TypeError(f"{name} must be an int{' or None' if optional else ''}, not {type(value).__name__}")
+    if value < minimum:
+        raise ValueError(f"{name} must be >= {minimum}, not {show_number(value)}")
+    if value > maximum:
+        none = "; pass None for no limit" if optional else ""
+        raise ValueError(f"{name} must be at most {maximum}{why}, not {show_number(value)}{none}")
+    return int(value)
+
+
+def check_seconds(name: str, value: Any) -> Optional[float]:
+    """None, or a positive finite number of seconds up to MAX_SECONDS (not a bool)."""
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        raise TypeError(f"{name} must be a number of seconds or None, not {type(value).__name__}")
+    # Compared, never converted first: an int past a float's range would raise
+    # OverflowError. NaN fails both comparisons; infinities fail one.
+    if not (0 < value <= MAX_SECONDS):
+        raise ValueError(f"{name} must be a positive finite number of seconds at most {MAX_SECONDS:g} (None for no limit), not {show_number(value)}")
+    return float(value)
 
 
 @dataclass(frozen=True, slots=True)
