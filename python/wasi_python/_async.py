@@ -13,6 +13,7 @@ if TYPE_CHECKING:
 
 from . import _run
 from . import _wasi_python as _ext
+from ._cancel import CancelWatch, is_asyncio_event
 from ._records import Completed
 from ._types import Grant
 
@@ -115,7 +116,7 @@ def _watch(cancel: Any, token: Any, loop: asyncio.AbstractEventLoop) -> Optional
 
         threading.Thread(target=poll_token, daemon=True).start()
         return stop.set
-    if _run.is_asyncio_event(cancel):
+    if is_asyncio_event(cancel):
         async def wait_event() -> None:
             await cancel.wait()
             token.cancel()
@@ -125,5 +126,5 @@ def _watch(cancel: Any, token: Any, loop: asyncio.AbstractEventLoop) -> Optional
     if cancel.is_set():
         token.cancel()
         return None
-    w = _run._CancelWatch(cancel, token)
+    w = CancelWatch(cancel, token)
     return w.stop

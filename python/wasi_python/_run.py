@@ -5,8 +5,6 @@ from __future__ import annotations
 import atexit
 import inspect
 import os
-import sys
-import threading
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import MappingProxyType
@@ -17,9 +15,10 @@ if TYPE_CHECKING:
 
 from . import _door, _files
 from . import _wasi_python as _ext
+from ._cancel import cancel_token, check_cancel
 from ._files import Mount
-from ._tools import as_tools, for_door
 from ._records import Completed, completed_from_ext
+from ._tools import as_tools, for_door
 from ._types import SIZE_MAX, Grant, check_int, check_seconds, check_utf8, items_of
 
 __all__ = ["run", "artifacts", "ArtifactsMissing", "PreloadError", "DEFAULTS", "TOOL_DEFAULTS", "default_preload", "prepare"]
@@ -202,56 +201,6 @@ def _check_stdin(stdin: Any) -> bytes:
     return bytes(stdin)
 
 
-class _CancelWatch:
-    """Forwards a ``threading.Event``-like ``cancel=`` to the runtime's token."""
-
-    def __init__(self, cancel: Any, token: Any) -> None:
-        self._done = threading.Event()
-        self._cancel = cancel
-        self._token = token
-        self._thread = threading.Thread(target=self._watch, name="wasi-python-cancel", daemon=True)
-        self._thread.start()
-
-    def _watch(self) -> None:
-        wait = self._cancel.wait if isinstance(self._cancel, threading.Event) else None
-        while not self._done.is_set():
-            fired = wait(0.005) if wait is not None else self._cancel.is_set()
-            if fired:
-                self._token.cancel()
-                return
-            if wait is None:
-                self._done.wait(0.005)
-
-    def stop(self) -> None:
-        self._done.set()
-
-
-def is_asyncio_event(x: Any) -> bool:
-    """Whether ``x`` is an asyncio.Event, without importing asyncio (6 MB, 10 ms) for
-    callers that never use it: if asyncio is not loaded, nothing is one."""
-    aio = sys.modules.get("asyncio")
-    return aio is not None and isinstance(x, aio.Event)
-
-
-def _check_cancel(cancel: Any) -> None:
-    if cancel is None or isinstance(cancel, _ext.CancelToken) or is_asyncio_event(cancel):
-        return
-    if not callable(getattr(cancel, "is_set", None)):
-        raise TypeError("cancel must be a threading.Event or have is_set()")
-
-
-def _cancel_token(cancel: Any) -> tuple[Any, Optional[_CancelWatch]]:
-    if cancel is None:
-        return None, None
-    if isinstance(cancel, _ext.CancelToken):
-        return cancel, None
-    token = _ext.CancelToken()
-    if cancel.is_set():
-        token.cancel()
-        return token, None
-    return token, _CancelWatch(cancel, token)
-
-
 class _Unset:
     def __repr__(self) -> str:
         return "<default>"
@@ -339,7 +288,7 @@ def run(
         tools, gate, max_tool_calls, max_tool_request_bytes, host,
         file_write_bytes, max_open_files, workdir, preload, mounts, max_file_calls,
     )
-    token, watch = _cancel_token(cancel)
+    token, watch = cancel_token(cancel)
     try:
         return _execute(plan, token, None)
     finally:
@@ -371,7 +320,7 @@ def _plan(
     stdin_b = _check_stdin(stdin)
     settings = _settings(env, grants, memory_bytes, deadline_s, output_bytes, fuel, file_write_bytes, max_open_files, workdir, preload, mounts, max_file_calls)
     door = _door_args(tools, gate, max_tool_calls, max_tool_request_bytes, host)
-    _check_cancel(cancel)
+    check_cancel(cancel)
     where = _where(door is not None)
     return _Plan(where, args, stdin_b, settings, host, door)
 

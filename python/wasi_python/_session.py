@@ -7,6 +7,7 @@ from typing import Any, Iterable, Mapping, Optional
 
 from . import _door, _run
 from . import _wasi_python as _ext
+from ._cancel import cancel_token, check_cancel
 from ._records import Completed, completed_from_ext
 from ._types import SIZE_MAX, Grant, check_int, check_seconds, check_utf8
 
@@ -99,8 +100,8 @@ class Session:
     def run(self, code: str, *, deadline_s: Any = _run._UNSET, output_bytes: Any = _run._UNSET, fuel: Any = _run._UNSET, cancel: Any = None) -> Completed:
         """Runs one turn and returns how it ended (its exit_code is the turn's status)."""
         code, limits = self._turn_args(code, deadline_s, output_bytes, fuel)
-        _run._check_cancel(cancel)
-        token, watch = _run._cancel_token(cancel)
+        check_cancel(cancel)
+        token, watch = cancel_token(cancel)
         try:
             return completed_from_ext(self._handle.turn(code, cancel=token, **limits))
         finally:
