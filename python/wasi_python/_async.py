@@ -38,7 +38,7 @@ def set_async_workers(n: int) -> None:
         old.shutdown(wait=False)
 
 
-def _executor() -> concurrent.futures.ThreadPoolExecutor:
+def executor() -> concurrent.futures.ThreadPoolExecutor:
     global _pool
     with _pool_lock:
         if _pool is None:
@@ -58,9 +58,9 @@ async def run_async(
     fuel: Optional[int] = None,
     cancel: Any = None,
     tools: Optional[Iterable[Any]] = None,
-    gate: Any = _run._UNSET,
-    max_tool_calls: Any = _run._UNSET,
-    max_tool_request_bytes: Any = _run._UNSET,
+    gate: Any = _run.UNSET,
+    max_tool_calls: Any = _run.UNSET,
+    max_tool_request_bytes: Any = _run.UNSET,
     host: Any = None,
     file_write_bytes: Optional[int] = _run.DEFAULTS["file_write_bytes"],
     max_open_files: int = _run.DEFAULTS["max_open_files"],
@@ -77,7 +77,7 @@ async def run_async(
     """
     import asyncio  # loaded already: an event loop is awaiting this
 
-    plan = _run._plan(
+    plan = _run.make_plan(
         argv, stdin, env, grants, memory_bytes, deadline_s, output_bytes, fuel, cancel,
         tools, gate, max_tool_calls, max_tool_request_bytes, host,
         file_write_bytes, max_open_files, workdir, preload, mounts, max_file_calls,
@@ -85,7 +85,7 @@ async def run_async(
     loop = asyncio.get_running_loop()
     token = _ext.CancelToken()
     watch = _watch(cancel, token, loop)
-    fut = loop.run_in_executor(_executor(), _run._execute, plan, token, loop)
+    fut = loop.run_in_executor(executor(), _run.execute, plan, token, loop)
     try:
         return await asyncio.shield(fut)
     except asyncio.CancelledError:

@@ -5,7 +5,7 @@ from __future__ import annotations
 import atexit
 import inspect
 import os
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from types import MappingProxyType
 from typing import TYPE_CHECKING, Any, Callable, Iterable, Mapping, Optional, Sequence
@@ -135,7 +135,7 @@ def _compile_guest_package(dist: Path) -> int:
         shutil.rmtree(cache)
     with tempfile.TemporaryDirectory() as out:
         # preload=(): the default snapshot is keyed by this package's files, which this run changes.
-        options = _options(_settings(grants=[Grant(out, "/out", writable=True)], deadline_s=120.0, output_bytes=1 << 20, preload=()))
+        options = ext_options(check_settings(grants=[Grant(out, "/out", writable=True)], deadline_s=120.0, output_bytes=1 << 20, preload=()))
         d = _ext.run(str(dist), ["-c", _COMPILE_PKG], b"", options)
         if d.exit_code != 0:
             raise RuntimeError(f"compiling the guest package failed: {d.trapped} {d.stderr.decode(errors='replace')}")
@@ -206,12 +206,14 @@ class _Unset:
         return "<default>"
 
 
-_UNSET = _Unset()
+#: A keyword not given, told apart from None (``max_tool_calls=None`` means no limit): the
+#: default of the door's keywords (``run``, ``run_async``, ``Session``) and of a turn's limits.
+UNSET = _Unset()
 #: The tool door's default limits (the budget crate's).
 TOOL_DEFAULTS: Mapping[str, Any] = MappingProxyType({k: _ext.DEFAULTS[k] for k in ("max_tool_calls", "max_tool_request_bytes")})
 
 
-def _door_args(tools: Any, gate: Any, max_calls: Any, max_bytes: Any, host: Any) -> Optional[tuple[list[Any], Any, Optional[int], Optional[int]]]:
+def door_args(tools: Any, gate: Any, max_calls: Any, max_bytes: Any, host: Any) -> Optional[tuple[list[Any], Any, Optional[int], Optional[int]]]:
     """Checks the door's arguments (the guide's "Know what run refuses"), before any work."""
     if host is not None:
         if tools is not None:
@@ -224,15 +226,15 @@ def _door_args(tools: Any, gate: Any, max_calls: Any, max_bytes: Any, host: Any)
         # Any of them passed at all, None included: a caller who writes max_tool_calls=None
         # means "no limit on tool calls", and a run without tools= has none to bound.
         for name, value in (("gate", gate), ("max_tool_calls", max_calls), ("max_tool_request_bytes", max_bytes)):
-            if value is not _UNSET:
+            if value is not UNSET:
                 raise TypeError(f"{name}= without tools=: it governs tool calls, and this run offers none")
         return None
     tool_list = as_tools(tools)
-    if gate is _UNSET:
+    if gate is UNSET:
         gate = None
     _door.check_gate(gate)
-    frames = TOOL_DEFAULTS["max_tool_calls"] if max_calls is _UNSET else check_int("max_tool_calls", max_calls, minimum=1, optional=True)
-    req = TOOL_DEFAULTS["max_tool_request_bytes"] if max_bytes is _UNSET else check_int("max_tool_request_bytes", max_bytes, minimum=1, optional=True)
+    frames = TOOL_DEFAULTS["max_tool_calls"] if max_calls is UNSET else check_int("max_tool_calls", max_calls, minimum=1, optional=True)
+    req = TOOL_DEFAULTS["max_tool_request_bytes"] if max_bytes is UNSET else check_int("max_tool_request_bytes", max_bytes, minimum=1, optional=True)
     return tool_list, gate, frames, req
 
 
@@ -248,9 +250,9 @@ def run(
     fuel: Optional[int] = None,
     cancel: Any = None,
     tools: Optional[Iterable[Any]] = None,
-    gate: Optional[Callable[[Any], Any]] | _Unset = _UNSET,
-    max_tool_calls: Optional[int] | _Unset = _UNSET,
-    max_tool_request_bytes: Optional[int] | _Unset = _UNSET,
+    gate: Optional[Callable[[Any], Any]] | _Unset = UNSET,
+    max_tool_calls: Optional[int] | _Unset = UNSET,
+    max_tool_request_bytes: Optional[int] | _Unset = UNSET,
     host: Any = None,
     file_write_bytes: Optional[int] = DEFAULTS["file_write_bytes"],
     max_open_files: int = DEFAULTS["max_open_files"],
@@ -283,14 +285,14 @@ def run(
     ``Mount``); ``max_file_calls`` (default 10,000, None for no limit) bounds the provider
     calls of a run: past it the guest's file calls there fail with EIO.
     """
-    plan = _plan(
+    plan = make_plan(
         argv, stdin, env, grants, memory_bytes, deadline_s, output_bytes, fuel, cancel,
         tools, gate, max_tool_calls, max_tool_request_bytes, host,
         file_write_bytes, max_open_files, workdir, preload, mounts, max_file_calls,
     )
     token, watch = cancel_token(cancel)
     try:
-        return _execute(plan, token, None)
+        return execute(plan, token, None)
     finally:
         if watch is not None:
             watch.stop()
@@ -308,7 +310,7 @@ class _Plan:
     door: Optional[tuple[list[Any], Any, Optional[int], Optional[int]]]
 
 
-def _plan(
+def make_plan(
     argv: Any, stdin: Any, env: Any, grants: Any, memory_bytes: Any, deadline_s: Any,
     output_bytes: Any, fuel: Any, cancel: Any, tools: Any, gate: Any,
     max_tool_calls: Any, max_tool_request_bytes: Any, host: Any,
@@ -318,14 +320,14 @@ def _plan(
     """Checks every argument, then finds the artifacts: all before any work."""
     args = _check_argv(argv)
     stdin_b = _check_stdin(stdin)
-    settings = _settings(env, grants, memory_bytes, deadline_s, output_bytes, fuel, file_write_bytes, max_open_files, workdir, preload, mounts, max_file_calls)
-    door = _door_args(tools, gate, max_tool_calls, max_tool_request_bytes, host)
+    settings = check_settings(env, grants, memory_bytes, deadline_s, output_bytes, fuel, file_write_bytes, max_open_files, workdir, preload, mounts, max_file_calls)
+    door = door_args(tools, gate, max_tool_calls, max_tool_request_bytes, host)
     check_cancel(cancel)
-    where = _where(door is not None)
+    where = artifacts_dir(door is not None)
     return _Plan(where, args, stdin_b, settings, host, door)
 
 
-def _settings(
+def check_settings(
     env: Any = None, grants: Any = (), memory_bytes: Any = DEFAULTS["memory_bytes"], deadline_s: Any = DEFAULTS["deadline_s"],
     output_bytes: Any = DEFAULTS["output_bytes"], fuel: Any = None, file_write_bytes: Any = DEFAULTS["file_write_bytes"],
     max_open_files: Any = DEFAULTS["max_open_files"], workdir: Any = None, preload: Any = None, mounts: Any = (),
@@ -349,7 +351,7 @@ def _settings(
     return settings
 
 
-def _options(settings: dict[str, Any], door: Optional[tuple[list[Any], Any, Optional[int], Optional[int]]] = None, dispatcher: Any = None, host: Any = None) -> Any:
+def ext_options(settings: dict[str, Any], door: Optional[tuple[list[Any], Any, Optional[int], Optional[int]]] = None, dispatcher: Any = None, host: Any = None) -> Any:
     """The extension's ``Options`` for one run or session: ``settings`` with the mounts
     served through ``dispatcher`` and the tools of ``door``."""
     kw = dict(settings)
@@ -398,7 +400,9 @@ def _check_memory(memory_bytes: Any) -> int:
     return check_int("memory_bytes", memory_bytes, minimum=40 << 20, maximum=_MEMORY_MAX, why=" (4 GiB: a 32-bit guest cannot use more)")  # type: ignore[return-value]
 
 
-def _where(tools: bool) -> str:
+def artifacts_dir(tools: bool) -> str:
+    """The artifact folder, as the extension takes it; ArtifactsMissing when ``tools``
+    are offered and the set there predates the tool protocol."""
     where = str(artifacts())
     if tools and _ext.check_artifacts(where) is None:
         raise ArtifactsMissing(
@@ -408,15 +412,15 @@ def _where(tools: bool) -> str:
     return where
 
 
-def _execute(p: _Plan, token: Any, loop: Optional[asyncio.AbstractEventLoop]) -> Completed:
+def execute(p: _Plan, token: Any, loop: Optional[asyncio.AbstractEventLoop]) -> Completed:
     """Runs a planned guest; ``loop`` is where async tools and providers run (None: a
     loop of the run's own)."""
     if p.door is None and not p.settings["mounts"]:
-        return completed_from_ext(_ext.run(p.where, p.args, p.stdin, _options(p.settings, host=p.host), token))
+        return completed_from_ext(_ext.run(p.where, p.args, p.stdin, ext_options(p.settings, host=p.host), token))
     tool_list, gate_fn = (p.door[0], p.door[1]) if p.door is not None else ([], None)
     dispatcher = _door.Dispatcher(tool_list, gate_fn, loop)
     try:
-        options = _options(p.settings, p.door, dispatcher, p.host)
+        options = ext_options(p.settings, p.door, dispatcher, p.host)
         return completed_from_ext(_ext.run(p.where, p.args, p.stdin, options, token))
     finally:
         dispatcher.close()

@@ -46,9 +46,9 @@ class Session:
         output_bytes: int = _run.DEFAULTS["output_bytes"],
         fuel: Optional[int] = None,
         tools: Optional[Iterable[Any]] = None,
-        gate: Any = _run._UNSET,
-        max_tool_calls: Any = _run._UNSET,
-        max_tool_request_bytes: Any = _run._UNSET,
+        gate: Any = _run.UNSET,
+        max_tool_calls: Any = _run.UNSET,
+        max_tool_request_bytes: Any = _run.UNSET,
         idle_s: Optional[float] = _DEFAULTS["idle_s"],
         lifetime_s: Optional[float] = _DEFAULTS["lifetime_s"],
         shutdown_s: float = _DEFAULTS["shutdown_s"],
@@ -59,7 +59,7 @@ class Session:
         mounts: Iterable[Any] = (),
         max_file_calls: Optional[int] = _run.DEFAULTS["max_file_calls"],
     ) -> None:
-        settings = _run._settings(
+        settings = _run.check_settings(
             env, grants, memory_bytes, deadline_s, output_bytes, fuel, file_write_bytes,
             max_open_files, workdir, preload, mounts, max_file_calls,
         )
@@ -69,15 +69,15 @@ class Session:
         idle = check_seconds("idle_s", idle_s)
         life = check_seconds("lifetime_s", lifetime_s)
         shut = check_seconds("shutdown_s", shutdown_s)
-        door = _run._door_args(tools, gate, max_tool_calls, max_tool_request_bytes, None)
-        where = _run._where(door is not None)
+        door = _run.door_args(tools, gate, max_tool_calls, max_tool_request_bytes, None)
+        where = _run.artifacts_dir(door is not None)
         # Tools run, and async providers are awaited, on the loop of a dispatcher of the
         # session's own.
         self._dispatcher: Optional[_door.Dispatcher] = None
         if door is not None or settings["mounts"]:
             tool_list, gate_fn = (door[0], door[1]) if door is not None else ([], None)
             self._dispatcher = _door.Dispatcher(tool_list, gate_fn)
-        options = _run._options(settings, door, self._dispatcher)
+        options = _run.ext_options(settings, door, self._dispatcher)
         try:
             self._handle = _ext.SessionHandle(where, options, idle_s=idle, lifetime_s=life, shutdown_s=shut or _DEFAULTS["shutdown_s"])
         except BaseException:
@@ -90,14 +90,14 @@ class Session:
         if not isinstance(code, str):
             raise TypeError(f"code must be a str, not {type(code).__name__}")
         check_utf8("code", code)
-        deadline = self._deadline if deadline_s is _run._UNSET else check_seconds("deadline_s", deadline_s)
-        output = self._output if output_bytes is _run._UNSET else check_int("output_bytes", output_bytes, maximum=SIZE_MAX)
-        fuel_cap = self._fuel if fuel is _run._UNSET else check_int("fuel", fuel, minimum=1, optional=True)
+        deadline = self._deadline if deadline_s is _run.UNSET else check_seconds("deadline_s", deadline_s)
+        output = self._output if output_bytes is _run.UNSET else check_int("output_bytes", output_bytes, maximum=SIZE_MAX)
+        fuel_cap = self._fuel if fuel is _run.UNSET else check_int("fuel", fuel, minimum=1, optional=True)
         if fuel_cap is not None and self._fuel is None:
             raise ValueError("fuel: this session was opened without fuel=, so its turns are not metered")
         return code, {"deadline_s": deadline, "output_bytes": output, "fuel": fuel_cap}
 
-    def run(self, code: str, *, deadline_s: Any = _run._UNSET, output_bytes: Any = _run._UNSET, fuel: Any = _run._UNSET, cancel: Any = None) -> Completed:
+    def run(self, code: str, *, deadline_s: Any = _run.UNSET, output_bytes: Any = _run.UNSET, fuel: Any = _run.UNSET, cancel: Any = None) -> Completed:
         """Runs one turn and returns how it ended (its exit_code is the turn's status)."""
         code, limits = self._turn_args(code, deadline_s, output_bytes, fuel)
         check_cancel(cancel)
@@ -108,17 +108,17 @@ class Session:
             if watch is not None:
                 watch.stop()
 
-    async def run_async(self, code: str, *, deadline_s: Any = _run._UNSET, output_bytes: Any = _run._UNSET, fuel: Any = _run._UNSET) -> Completed:
+    async def run_async(self, code: str, *, deadline_s: Any = _run.UNSET, output_bytes: Any = _run.UNSET, fuel: Any = _run.UNSET) -> Completed:
         """``await session.run_async(code)``: one turn on a worker thread; cancelling the
         task stops the turn (which ends the session, as any trapped turn does)."""
         import asyncio  # loaded already: an event loop is awaiting this
 
-        from ._async import _executor
+        from ._async import executor
 
         code, limits = self._turn_args(code, deadline_s, output_bytes, fuel)
         loop = asyncio.get_running_loop()
         token = _ext.CancelToken()
-        fut = loop.run_in_executor(_executor(), functools.partial(self._handle.turn, code, cancel=token, **limits))
+        fut = loop.run_in_executor(executor(), functools.partial(self._handle.turn, code, cancel=token, **limits))
         try:
             out = await asyncio.shield(fut)
         except asyncio.CancelledError:
