@@ -6,19 +6,18 @@ with a comment saying why)."""
 import os
 import subprocess
 import sys
-from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[2]
+from helpers import REPO
 
 
 def test_the_stub_matches_the_extension():
-    env = dict(os.environ, MYPYPATH=str(ROOT / "python"))
+    env = dict(os.environ, MYPYPATH=str(REPO / "python"))
     p = subprocess.run(
         [
             sys.executable, "-m", "mypy.stubtest", "wasi_python._wasi_python",
-            "--allowlist", str(ROOT / "tests" / "stubtest-allowlist.txt"),
-            "--mypy-config-file", str(ROOT / "pyproject.toml"),
+            "--allowlist", str(REPO / "tests" / "stubtest-allowlist.txt"),
+            "--mypy-config-file", str(REPO / "pyproject.toml"),
         ],
-        cwd=ROOT / "python", env=env, capture_output=True, text=True, timeout=600,
+        cwd=REPO / "python", env=env, capture_output=True, text=True, timeout=600,
     )
     assert p.returncode == 0, p.stdout + p.stderr
