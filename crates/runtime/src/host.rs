@@ -7,7 +7,7 @@ use std::time::{Duration, Instant, SystemTime};
 use wasmtime::{AsContextMut, Caller, Linker, Memory, ResourceLimiter, StoreLimits, TypedFunc};
 use wasmtime_wasi::p1::WasiP1Ctx;
 
-use crate::door::{CallContext, Door, DoorAnswer};
+use crate::door::{Door, DoorAnswer};
 use crate::stop::StopState;
 
 /// Everything a guest's store holds. Each concern is reached through its own field.
@@ -132,10 +132,7 @@ fn door_call(
     ) else {
         return Ok(DOOR_NO_HOST);
     };
-    let ctx = CallContext {
-        deadline: caller.data().stop.deadline,
-        cancel: caller.data().stop.cancel.clone(),
-    };
+    let ctx = caller.data().stop.clone();
     let answer = {
         let data = memory.data(&caller);
         let (Some(req), Some(_), Some(_)) = (
@@ -150,13 +147,15 @@ fn door_call(
     // Cancelled or out of time while the door worked (a tool answered "cancelled"): the
     // guest stops at its next epoch check, not at the ticker's next tick, by which time a
     // guest that handles the error may have ended the run by itself.
-    if ctx.cancel.is_cancelled() || caller.data().stop.check().is_some() {
+    if ctx.check().is_some() {
         caller.as_context_mut().set_epoch_deadline(0);
     }
     let bytes = match answer {
         DoorAnswer::Reply(bytes) => bytes,
         DoorAnswer::NoHost => return Ok(DOOR_NO_HOST),
         DoorAnswer::Fault => return Ok(DOOR_FAULT),
+        // An answer this runtime does not know (the door's enum is non-exhaustive).
+        _ => return Ok(DOOR_FAULT),
     };
     let Ok(n) = i32::try_from(bytes.len()) else {
         return Ok(DOOR_FAULT);

@@ -22,7 +22,6 @@
 
 mod artifacts;
 mod config;
-mod door;
 mod engine;
 mod error;
 mod files;
@@ -38,7 +37,6 @@ mod snapshot;
 mod stop;
 mod tempdir;
 mod threads;
-mod tools;
 mod wait;
 
 pub use artifacts::{ARTIFACTS_ENV, Artifacts, DIST_COMMAND, MANIFEST_MAGIC};
@@ -48,7 +46,6 @@ pub use mounts::{
     Change, DEFAULT_FILE_TIMEOUT, DEFAULT_MAX_FILE_CALLS, Errno, FileError, FileFault, FileKind, FileProvider, FileRecord, MemoryFiles,
     Mount, RECORD_LIMIT, Stat,
 };
-pub use door::{CallContext, Door, DoorAnswer};
 pub use engine::{CACHE_ENV, Flavour, WASMTIME_VERSION, default_cache_dir};
 pub use error::Error;
 pub use files::{DEFAULT_FILE_WRITE_BYTES, DEFAULT_MAX_OPEN_FILES, MAX_CREATED_ENTRIES, guest_descriptors_held};
@@ -57,10 +54,13 @@ pub use outcome::{Completed, Trapped, Truncated};
 pub use run::RunHandle;
 pub use runtime::Runtime;
 pub use session::{Session, SessionEnd, SessionError, SessionLimits, Turn, TurnHandle};
-pub use stop::CancelToken;
-pub use tools::{
-    DEADLINE_MARGIN, Invocation, ToolDoor, ToolHost, ToolOutput, ToolSpec, ToolSpecError,
+/// The tool door (`crates/door`), re-exported for embedders; its other names (the
+/// bounded wait, `Stop`) are under [`door`].
+pub use wasi_python_door::{
+    CallContext, CancelToken, DEADLINE_MARGIN, Door, DoorAnswer, Invocation, ToolDoor, ToolHost, ToolOutput, ToolSpec,
+    ToolSpecError,
 };
+pub use wasi_python_door as door;
 /// The pure crates the tool door composes, re-exported for embedders.
 pub use wasi_python_budget as budget;
 pub use wasi_python_protocol as protocol;

@@ -7,7 +7,7 @@ use wasmtime::Trap;
 use wasmtime_wasi::I32Exit;
 
 use crate::host::InitialMemoryTooLarge;
-use crate::stop::Stop;
+use crate::door::Stop;
 
 /// How a run ended when it did not end by itself.
 #[derive(Debug, Clone, PartialEq, Eq)]

@@ -1,78 +1,15 @@
-//! Ending a run from outside: the deadline, the embedder's cancel, and the epoch ticker.
+//! Ending a run from outside: the run's stop state (the door's deadline and cancel) and
+//! the epoch ticker that makes a computing guest look at it.
 
-use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
-use std::time::{Duration, Instant};
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::time::Duration;
 
 use parking_lot::{Condvar, Mutex};
 
-/// A handle that ends a run (or a tool call in it) from any thread.
-///
-/// Cancelling is sticky and idempotent. A run that sees it ends with
-/// [`crate::Trapped::Cancelled`] within a few milliseconds: at its next epoch
-/// check while computing, at once while sleeping or waiting on a tool.
-#[derive(Clone, Debug, Default)]
-pub struct CancelToken {
-    inner: Arc<CancelInner>,
-}
-
-#[derive(Debug, Default)]
-struct CancelInner {
-    cancelled: AtomicBool,
-    lock: Mutex<()>,
-    wake: Condvar,
-}
-
-impl CancelToken {
-    pub fn new() -> Self {
-        Self::default()
-    }
-    pub fn cancel(&self) {
-        self.inner.cancelled.store(true, Ordering::SeqCst);
-        let _guard = self.inner.lock.lock();
-        self.inner.wake.notify_all();
-    }
-    pub fn is_cancelled(&self) -> bool {
-        self.inner.cancelled.load(Ordering::SeqCst)
-    }
-    /// Sleeps up to `timeout`, waking early on cancel. Returns whether cancelled.
-    pub fn wait_timeout(&self, timeout: Duration) -> bool {
-        let mut guard = self.inner.lock.lock();
-        if !self.is_cancelled() {
-            self.inner.wake.wait_for(&mut guard, timeout);
-        }
-        self.is_cancelled()
-    }
-}
-
-/// Why the host stopped a guest. Carried as the error out of the epoch callback
-/// so the outcome is named by kind, never by parsing wasmtime's text.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
-pub(crate) enum Stop {
-    #[error("the run's deadline passed")]
-    Deadline,
-    #[error("the run was cancelled")]
-    Cancelled,
-}
-
-/// What a running guest checks at each epoch tick and in long host calls.
-#[derive(Debug, Clone)]
-pub(crate) struct StopState {
-    pub(crate) deadline: Option<Instant>,
-    pub(crate) cancel: CancelToken,
-}
-
-impl StopState {
-    pub(crate) fn check(&self) -> Option<Stop> {
-        if self.cancel.is_cancelled() {
-            Some(Stop::Cancelled)
-        } else if self.deadline.is_some_and(|d| Instant::now() >= d) {
-            Some(Stop::Deadline)
-        } else {
-            None
-        }
-    }
-}
+/// What a running guest checks at each epoch tick and in long host calls: the run's
+/// deadline and cancel, and `check()`. It is the door's call context, so the door, the
+/// mounts and the epoch callback ask one question ("cancelled, or past the deadline?").
+pub(crate) type StopState = wasi_python_door::CallContext;
 
 /// The epoch tick. Deadlines and cancels are seen at this granularity while the
 /// guest computes.
