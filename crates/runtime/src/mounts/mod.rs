@@ -24,8 +24,8 @@ pub(crate) mod path;
 pub(crate) mod provider;
 
 use std::collections::{BTreeMap, HashMap};
+use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
-use std::sync::{Arc, mpsc};
 use std::time::{Duration, Instant};
 
 use bytes::Bytes;
@@ -34,6 +34,7 @@ use parking_lot::Mutex;
 pub use memory::{Change, MemoryFiles};
 pub use provider::{Errno, FileError, FileKind, FileProvider, Stat};
 
+use crate::door::{Abandonment, Bound, Unanswered};
 use crate::stop::StopState;
 
 /// The first descriptor number of a file or folder opened under a mount. wasmtime-wasi
@@ -50,6 +51,18 @@ pub const RECORD_LIMIT: usize = 1_000;
 /// that would need a thread fails with EIO at once.
 const MAX_ABANDONED: usize = 8;
 static ABANDONED: AtomicUsize = AtomicUsize::new(0);
+
+/// Abandoned provider calls count in [`ABANDONED`], across the process.
+struct FileCalls;
+
+impl Abandonment for FileCalls {
+    fn abandon(&self) {
+        ABANDONED.fetch_add(1, Ordering::AcqRel);
+    }
+    fn finished(&self) {
+        ABANDONED.fetch_sub(1, Ordering::AcqRel);
+    }
+}
 
 /// A guest folder served by a provider.
 #[derive(Clone)]
@@ -317,8 +330,7 @@ impl MountTable {
         let r = if mount.provider.inline() {
             Ok(f(&*mount.provider))
         } else {
-            let until = Instant::now() + mount.timeout;
-            let until = stop.deadline.map_or(until, |d| until.min(d.checked_sub(crate::DEADLINE_MARGIN).unwrap_or(d)));
+            let until = stop.end_of_call(Instant::now(), Some(mount.timeout));
             on_thread(mount.provider.clone(), f, until, stop)
         };
         let (errno, text) = match r {
@@ -330,7 +342,8 @@ impl MountTable {
                 self.stopped = true;
                 (Errno::Io, "stopped: the run's deadline or cancel".to_owned())
             }
-            Err(Unanswered::NoThread(why)) => (Errno::Io, why.to_owned()),
+            Err(Unanswered::NotStarted(_)) => (Errno::Io, "no thread could be started for the call".to_owned()),
+            Err(_) => (Errno::Io, "the call's thread ended without an answer".to_owned()),
         };
         let path = self.guest_path(m, path);
         self.record.fault(FileFault { method: method.to_owned(), path, error: text });
@@ -398,80 +411,30 @@ impl MountTable {
     }
 }
 
-/// Why a call on its own thread gave no answer.
-enum Unanswered {
-    TimedOut,
-    Cancelled,
-    NoThread(&'static str),
-}
-
-/// Runs `f` on a thread of its own, waiting until `until` or the run's cancel; a call
-/// still running then is abandoned (it runs on; its answer is dropped).
+/// Runs `f` on a thread of its own, waiting until `until` or the run's stop; a call
+/// still running then is abandoned (it runs on; its answer is dropped), counted in
+/// [`ABANDONED`] until it ends.
 fn on_thread<T: Send + 'static>(
     provider: Arc<dyn FileProvider>,
     f: impl FnOnce(&dyn FileProvider) -> Result<T, FileError> + Send + 'static,
-    until: Instant,
+    until: Option<Instant>,
     stop: &StopState,
 ) -> Result<Result<T, FileError>, Unanswered> {
     if ABANDONED.load(Ordering::Acquire) >= MAX_ABANDONED {
-        return Err(Unanswered::NoThread("too many earlier file calls are still running"));
+        // Recorded as a fault, EIO to the guest; no thread is started.
+        return Ok(Err(FileError::Fault("too many earlier file calls are still running".to_owned())));
     }
-    let (tx, rx) = mpsc::sync_channel(1);
-    // Running, done, or abandoned by the waiter: decided under the lock, so an abandoned
-    // call is counted exactly once, and uncounted when it ends.
-    let state = Arc::new(Mutex::new(Call::Running));
-    let theirs = state.clone();
-    let spawned = std::thread::Builder::new().name("wasi-python-file".into()).spawn(move || {
-        let p = provider.clone();
-        provider.enter_thread(Box::new(move || {
-            let _ = tx.send(f(&*p));
-        }));
-        let mut s = theirs.lock();
-        if *s == Call::Abandoned {
-            ABANDONED.fetch_sub(1, Ordering::AcqRel);
-        }
-        *s = Call::Done;
-    });
-    if spawned.is_err() {
-        return Err(Unanswered::NoThread("no thread could be started for the call"));
-    }
-    // Gives up on the call, unless it has just ended: then its answer is taken.
-    let give_up = |why: Unanswered| {
-        let mut s = state.lock();
-        if *s == Call::Done {
-            return rx.try_recv().map_err(|_| Unanswered::NoThread("the call's thread ended without an answer"));
-        }
-        *s = Call::Abandoned;
-        ABANDONED.fetch_add(1, Ordering::AcqRel);
-        Err(why)
-    };
-    loop {
-        let now = Instant::now();
-        if now >= until {
-            return match rx.try_recv() {
-                Ok(r) => Ok(r),
-                Err(_) => give_up(Unanswered::TimedOut),
-            };
-        }
-        match rx.recv_timeout((until - now).min(Duration::from_millis(2))) {
-            Ok(r) => return Ok(r),
-            Err(mpsc::RecvTimeoutError::Disconnected) => {
-                return Err(Unanswered::NoThread("the call's thread ended without an answer"));
-            }
-            Err(mpsc::RecvTimeoutError::Timeout) => {
-                if stop.check().is_some() {
-                    return give_up(Unanswered::Cancelled);
-                }
-            }
-        }
-    }
-}
-
-#[derive(Debug, PartialEq, Eq)]
-enum Call {
-    Running,
-    Done,
-    Abandoned,
+    let p = provider.clone();
+    let stopped = || stop.check().is_some();
+    let bound = Bound { until, stop: &stopped, spin: Duration::ZERO };
+    bound.call(
+        move || f(&*p),
+        |job| {
+            let builder = std::thread::Builder::new().name("wasi-python-file".into());
+            builder.spawn(move || provider.enter_thread(job)).map(drop)
+        },
+        FileCalls,
+    )
 }
 
 /// Nanoseconds since the Unix epoch, now.
