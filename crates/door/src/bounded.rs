@@ -199,6 +199,9 @@ impl<T, A: Abandonment> Drop for Answerer<T, A> {
             return;
         }
         *fate = answer.map_or(Fate::Ended, Fate::Answered);
+        drop(fate);
+        // After the unlock: a spinning waiter that sees the flag takes the lock at once,
+        // rather than parking behind this thread (which a loaded machine may preempt).
         self.shared.settled.store(true, Ordering::Release);
         self.shared.ready.notify_one();
     }
