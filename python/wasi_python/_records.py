@@ -62,6 +62,9 @@ class ToolOutcome:
     response_bytes: int
     fault: Optional[str]  # host-side detail, never sent: "Type: first line"
     abandoned: bool  # answered while the tool ran on
+    # False when the guest never received the answer (it had no memory left for it):
+    # the guest saw the door fail, ``fault`` says why, and the tool's effect stands.
+    delivered: bool = True
 
 
 @dataclass(frozen=True, slots=True)

@@ -143,3 +143,37 @@ def test_the_host_process_exits_cleanly_after_them():
     assert p.stdout.decode().split() == ["eio", "ToolError", "end"]
     # Before the fix, exit waited 10 s for a stuck call and then died with SIGABRT.
     assert time.perf_counter() - t < 9
+
+
+def test_an_answer_the_guest_had_no_memory_for_is_recorded_not_delivered():
+    """The record said "ok" for an answer the guest never received (issue 18)."""
+
+    @tool
+    def big() -> str:
+        """A 12 MB answer."""
+        return "x" * (12 << 20)
+
+    program = textwrap.dedent(
+        """
+        from host import tools
+        hog = []
+        try:
+            while True:
+                hog.append(bytearray(1 << 20))
+        except MemoryError:
+            pass
+        del hog[-3:]  # room to go on, not for a 12 MB answer
+        try:
+            tools.big()
+            print("received")
+        except BaseException as e:
+            print(type(e).__name__)
+        """
+    )
+    done = run(["-c", program], tools=[big], memory_bytes=96 << 20, preload=())
+    assert done.stdout.strip() != b"received", done.stderr
+    call = done.tools.outcomes[-1]
+    assert (call.tool, call.outcome, call.delivered) == ("big", "ok", False), call
+    assert call.fault.startswith("not delivered: "), call.fault
+    # An answer that arrives is delivered.
+    assert run(["-c", "from host import tools\nprint(len(tools.big()))"], tools=[big]).tools.outcomes[-1].delivered

@@ -74,6 +74,13 @@ pub enum DoorAnswer {
 /// time by `ctx.deadline` and `ctx.cancel` (the runtime cannot interrupt host code).
 pub trait Door: Send + Sync {
     fn call(&self, request: &[u8], ctx: &CallContext) -> DoorAnswer;
+
+    /// The reply to the last call never reached the guest (it had no memory left for
+    /// it, or named a bad place for it); the guest saw the door fail instead. A door that
+    /// keeps a record marks that answer not delivered, with `fault`.
+    fn undelivered(&self, fault: &str) {
+        let _ = fault;
+    }
 }
 
 impl<F> Door for F

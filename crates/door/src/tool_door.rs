@@ -186,6 +186,10 @@ impl Answer {
 }
 
 impl Door for ToolDoor {
+    fn undelivered(&self, fault: &str) {
+        self.inner.state.lock().recorder.undelivered(fault);
+    }
+
     fn call(&self, request: &[u8], ctx: &CallContext) -> DoorAnswer {
         let inner = &self.inner;
         let request_bytes = request.len() as u64;
@@ -253,6 +257,7 @@ fn finish(st: &mut State, a: Answer, request_bytes: u64) -> DoorAnswer {
         response_bytes: a.frame.len() as u64,
         fault: a.fault,
         abandoned: a.abandoned,
+        delivered: true,
     });
     DoorAnswer::Reply(a.frame)
 }

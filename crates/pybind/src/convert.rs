@@ -56,6 +56,7 @@ pub(crate) struct ToolOutcome {
     response_bytes: u64,
     fault: Option<String>,
     abandoned: bool,
+    delivered: bool,
 }
 
 /// A run's (or turn's) tool record.
@@ -84,6 +85,7 @@ impl ToolRecord {
                             response_bytes: o.response_bytes,
                             fault: o.fault.clone(),
                             abandoned: o.abandoned,
+                            delivered: o.delivered,
                         },
                     )
                 })

@@ -126,4 +126,8 @@ pub struct Outcome {
     pub fault: Option<String>,
     /// The call was answered while its tool ran on; its effect may still land.
     pub abandoned: bool,
+    /// The guest received the answer. `false` when the host could not hand it over (the
+    /// guest had no memory left for it, or gave a bad place to put it): the guest saw a
+    /// failure of the door instead, and `fault` says why. The tool's effect stands.
+    pub delivered: bool,
 }

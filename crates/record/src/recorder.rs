@@ -73,6 +73,28 @@ impl Recorder {
         seq
     }
 
+    /// The answer to the frame recorded last never reached the guest: marks it not
+    /// delivered, with `fault` (kept beside any fault it had). Nothing when no frame
+    /// was recorded.
+    pub fn undelivered(&mut self, fault: &str) {
+        let seq = self.record.frames;
+        let mark = |o: &mut Outcome| {
+            if o.seq == seq {
+                o.delivered = false;
+                o.fault = Some(match o.fault.take() {
+                    Some(f) => format!("{f}; not delivered: {fault}"),
+                    None => format!("not delivered: {fault}"),
+                });
+            }
+        };
+        if let Some(o) = self.record.outcomes.last_mut() {
+            mark(o);
+        }
+        if let Some(o) = self.record.abandoned.last_mut() {
+            mark(o);
+        }
+    }
+
     /// A copy of the record so far, for endings where the recorder stays shared.
     pub fn snapshot(&self) -> ToolRecord {
         self.record.clone()

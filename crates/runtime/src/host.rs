@@ -157,17 +157,28 @@ fn door_call(
         // An answer this runtime does not know (the door's enum is non-exhaustive).
         _ => return Ok(DOOR_FAULT),
     };
+    // From here a failure means the guest never gets the reply: the door's record says so.
+    let undelivered = |why: String| {
+        door.undelivered(&why);
+        Ok(DOOR_FAULT)
+    };
     let Ok(n) = i32::try_from(bytes.len()) else {
-        return Ok(DOOR_FAULT);
+        return undelivered(format!("a {}-byte answer is over 2 GiB", bytes.len()));
     };
     // The guest frees `*out_ptr` after every call, so it must come from its own allocator.
-    let p = alloc.call(&mut caller, n)?;
+    let p = match alloc.call(&mut caller, n) {
+        Ok(p) => p,
+        Err(trap) => {
+            door.undelivered(&format!("the guest trapped allocating {n} bytes for the answer"));
+            return Err(trap);
+        }
+    };
     if p == 0 {
-        return Ok(DOOR_FAULT);
+        return undelivered(format!("the guest had no memory for a {n}-byte answer"));
     }
     let data = memory.data_mut(&mut caller);
     let Some(dst) = span(p, bytes.len(), data.len()) else {
-        return Ok(DOOR_FAULT);
+        return undelivered(format!("the guest's allocator gave {p:#x}, outside its memory, for the answer"));
     };
     data[dst].copy_from_slice(&bytes);
     let (o1, o2) = (out_ptr_ptr as u32 as usize, out_len_ptr as u32 as usize);

@@ -1,7 +1,7 @@
 //! The recorder's counting and listing, as a table, plus a property test.
 
 use proptest::prelude::*;
-use wasi_python_record::{DEFAULT_MAX_LISTED, Op, Outcome, OutcomeKind, Recorder};
+use wasi_python_record::{DEFAULT_MAX_LISTED, Op, Outcome, OutcomeKind, Recorder, ToolRecord};
 
 /// An outcome of `kind`; `abandoned` for a call left running. `seq` is garbage on purpose: the
 /// recorder assigns it.
@@ -17,6 +17,7 @@ fn frame(kind: OutcomeKind, abandoned: bool) -> Outcome {
         response_bytes: 30,
         fault: None,
         abandoned,
+        delivered: true,
     }
 }
 
@@ -117,6 +118,7 @@ fn an_outcome_is_kept_as_given_but_for_its_seq() {
         response_bytes: 90,
         fault: Some("KeyError: 'x'".to_owned()),
         abandoned: true,
+        delivered: true,
     };
     let mut recorder = Recorder::new(1);
     recorder.record(given.clone());
@@ -209,4 +211,23 @@ proptest! {
             prop_assert_eq!(o.seq, i as u64 + 1);
         }
     }
+}
+
+#[test]
+fn an_answer_the_guest_never_got_is_marked_not_delivered() {
+    let mut recorder = Recorder::new(10);
+    recorder.record(frame(OutcomeKind::Ok, false));
+    recorder.record(frame(OutcomeKind::Ok, true));
+    recorder.undelivered("the guest had no memory for a 16777216-byte answer");
+    let record = recorder.finish();
+    // Only the last frame, in both lists it stands in; the first stays delivered.
+    assert!(record.outcomes[0].delivered && record.outcomes[0].fault.is_none());
+    for o in [&record.outcomes[1], &record.abandoned[0]] {
+        assert!(!o.delivered);
+        assert_eq!(o.fault.as_deref(), Some("not delivered: the guest had no memory for a 16777216-byte answer"));
+    }
+    // No frame yet: nothing to mark.
+    let mut empty = Recorder::new(10);
+    empty.undelivered("x");
+    assert_eq!(empty.finish(), ToolRecord::default());
 }
