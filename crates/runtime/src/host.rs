@@ -16,7 +16,8 @@ pub(crate) struct HostState {
     pub(crate) limits: GuestLimits,
     pub(crate) stop: StopState,
     pub(crate) door: Option<Arc<dyn Door>>,
-    /// What the guest has written to files and holds open (files.rs).
+    /// What the guest has written to files and holds open (quota.rs); with `mounts`, the
+    /// file layer's state, which file calls reach through its accessor (`add_to_linker`).
     pub(crate) files: crate::files::FileState,
     /// The run's mounts, if it has any (mounts/mod.rs).
     pub(crate) mounts: Option<Box<crate::mounts::MountTable>>,
@@ -95,7 +96,14 @@ pub(crate) fn add_to_linker(linker: &mut Linker<HostState>) -> wasmtime::Result<
     wasmtime_wasi::p1::add_to_linker_sync(linker, |s: &mut HostState| &mut s.wasi)?;
     linker.allow_shadowing(true);
     linker.func_wrap("wasi_snapshot_preview1", "poll_oneoff", poll_oneoff)?;
-    crate::files::add_to_linker(linker)?;
+    // The file layer: what the guest's file calls may reach of the store.
+    crate::files::add_to_linker(linker, |s: &mut HostState| crate::files::Files {
+        memory: s.memory,
+        wasi: &mut s.wasi,
+        quota: &mut s.files,
+        mounts: s.mounts.as_deref_mut(),
+        stop: &s.stop,
+    })?;
     // wasmtime-wasi refuses exit statuses of 126 and above (a shell convention);
     // CPython's `os._exit(200)` is a plain exit, so every status ends the run as one.
     linker.func_wrap(

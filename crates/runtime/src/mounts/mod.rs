@@ -5,9 +5,8 @@
 //!   wasmtime-wasi owns its descriptor number and answers `fd_prestat_*`, and wasi-libc
 //!   sends every path under the guest path to it (longest prefix wins).
 //! - The preview 1 calls that take a descriptor or a folder descriptor are shadowed
-//!   (files.rs); each first asks [`MountTable::route`] whether the descriptor is a
-//!   mount's root or one of ours, and if so answers it here (calls.rs) instead of
-//!   wasmtime-wasi. Files and folders opened under a mount get our own numbers, from
+//!   (files.rs); each first asks calls.rs, which routes by [`MountTable::route`]: a
+//!   mount's root or one of ours is answered there instead of by wasmtime-wasi. Files and folders opened under a mount get our own numbers, from
 //!   [`FD_BASE`] up, which wasmtime-wasi never hands out.
 //! - A file's content is read from the provider once, at open, and staged here: reads,
 //!   writes, seeks and truncations work on the staged bytes, and the whole content goes
@@ -18,12 +17,8 @@
 //!   (the built-in [`MemoryFiles`]). Each run may make `max_file_calls` of them.
 
 pub(crate) mod calls;
-pub(crate) mod dirent;
-pub(crate) mod memory;
-pub(crate) mod path;
-pub(crate) mod provider;
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::HashMap;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
@@ -31,8 +26,8 @@ use std::time::{Duration, Instant};
 use bytes::Bytes;
 use parking_lot::Mutex;
 
-pub use memory::{Change, MemoryFiles};
-pub use provider::{Errno, FileError, FileKind, FileProvider, Stat};
+pub use wasi_python_files::{Change, Errno, FileError, FileFault, FileKind, FileProvider, FileRecord, MemoryFiles, RECORD_LIMIT, Stat};
+use wasi_python_files::DirEntry;
 
 use crate::door::{Abandonment, Bound, Unanswered};
 use crate::stop::StopState;
@@ -45,8 +40,6 @@ pub(crate) const FD_BASE: u32 = 1 << 30;
 pub const DEFAULT_MAX_FILE_CALLS: u64 = 10_000;
 /// The default timeout of one provider call.
 pub const DEFAULT_FILE_TIMEOUT: Duration = Duration::from_secs(30);
-/// The record keeps this many faults and refused writes, and counts the rest.
-pub const RECORD_LIMIT: usize = 1_000;
 /// Provider calls that timed out but still run, across the process; past it, a call
 /// that would need a thread fails with EIO at once.
 const MAX_ABANDONED: usize = 8;
@@ -96,54 +89,6 @@ impl std::fmt::Debug for Mount {
     }
 }
 
-/// One provider call that failed by a fault (not a refusal), or a write that did not land.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct FileFault {
-    /// The provider method: "stat", "list", "read", "write", "mkdir", "remove", "rmdir", "rename".
-    pub method: String,
-    /// The mount's guest path joined with the path inside it.
-    pub path: String,
-    /// What went wrong: the provider's exception (type and first line), "timed out",
-    /// "cancelled", or an errno name for a refused write.
-    pub error: String,
-}
-
-/// What a run's mounts did: the provider calls by method, and what failed.
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub struct FileRecord {
-    /// Provider calls made, by method.
-    pub calls: BTreeMap<String, u64>,
-    /// All provider calls made.
-    pub total: u64,
-    /// Calls refused because `max_file_calls` was spent (the guest got EIO).
-    pub refused_calls: u64,
-    /// The first [`RECORD_LIMIT`] faults: exceptions, timeouts.
-    pub faults: Vec<FileFault>,
-    pub faults_total: u64,
-    /// The first [`RECORD_LIMIT`] writes (whole files handed to `write`, folder changes
-    /// included) that the provider refused or failed.
-    pub refused_writes: Vec<FileFault>,
-    pub refused_writes_total: u64,
-    /// Whole files handed to `write` that landed, and their bytes.
-    pub files_written: u64,
-    pub bytes_written: u64,
-}
-
-impl FileRecord {
-    fn fault(&mut self, f: FileFault) {
-        self.faults_total += 1;
-        if self.faults.len() < RECORD_LIMIT {
-            self.faults.push(f);
-        }
-    }
-    fn refused_write(&mut self, f: FileFault) {
-        self.refused_writes_total += 1;
-        if self.refused_writes.len() < RECORD_LIMIT {
-            self.refused_writes.push(f);
-        }
-    }
-}
-
 /// A file's content while the guest has it open: shared by all its descriptors.
 #[derive(Debug)]
 pub(crate) struct Node {
@@ -188,7 +133,7 @@ pub(crate) enum Open {
         mount: usize,
         path: String,
         /// The listing a `fd_readdir` from cookie 0 took, for the later cookies.
-        listing: Option<Arc<Vec<dirent::Entry>>>,
+        listing: Option<Arc<Vec<DirEntry>>>,
     },
     File {
         mount: usize,
@@ -283,6 +228,14 @@ impl MountTable {
         Some(open)
     }
 
+    /// wasmtime-wasi closed descriptor `fd`: if it was a mount's root, the number may now
+    /// go to a real file.
+    pub(crate) fn root_closed(&mut self, fd: u32) {
+        if let Route::Root(m) = self.route(fd) {
+            self.mounts[m].root_fd = None;
+        }
+    }
+
     /// The guest path of `path` in mount `m`, for the record.
     pub(crate) fn guest_path(&self, m: usize, path: &str) -> String {
         let root = &self.mounts[m].mount.guest_path;
@@ -336,7 +289,7 @@ impl MountTable {
         let (errno, text) = match r {
             Ok(Ok(v)) => return Ok(v),
             Ok(Err(FileError::Errno(e))) => return Err(e),
-            Ok(Err(FileError::Fault(text))) => (Errno::Io, text),
+            Ok(Err(fault)) => (Errno::Io, fault.to_string()),
             Err(Unanswered::TimedOut) => (Errno::Timedout, "timed out".to_owned()),
             Err(Unanswered::Cancelled) => {
                 self.stopped = true;

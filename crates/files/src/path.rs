@@ -1,8 +1,8 @@
 //! Resolving the path a guest's WASI `path_*` call names into a normalised path inside
-//! its mount, the only form a [`FileProvider`](super::provider::FileProvider) ever sees.
+//! its mount, the only form a [`FileProvider`](crate::FileProvider) ever sees.
 //! Nothing the guest sends can climb above the mount's root.
 
-use super::provider::Errno;
+use crate::errno::Errno;
 
 /// The longest component, in bytes (NAME_MAX).
 const NAME_MAX: usize = 255;
@@ -11,11 +11,11 @@ const PATH_MAX: usize = 4096;
 
 /// A path inside a mount, normalised: "/" is the mount root, "/a/b" a file or folder in it.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub(crate) struct Resolved {
-    pub(crate) path: String,
+pub struct Resolved {
+    pub path: String,
     /// The guest's path ended with `/`, `/.` or `/..` (or was `.` or `..`): it must name
     /// a folder.
-    pub(crate) dir_only: bool,
+    pub dir_only: bool,
 }
 
 /// Joins `rel` (the path bytes a WASI `path_*` call got, relative to the folder `base`)
@@ -23,7 +23,7 @@ pub(crate) struct Resolved {
 ///
 /// Empty and `.` components are skipped; `..` pops one, and popping above the mount's
 /// root is refused with ENOTCAPABLE, whatever follows.
-pub(crate) fn resolve(base: &str, rel: &[u8]) -> Result<Resolved, Errno> {
+pub fn resolve(base: &str, rel: &[u8]) -> Result<Resolved, Errno> {
     let rel = std::str::from_utf8(rel).map_err(|_| Errno::Ilseq)?;
     if rel.contains('\0') {
         return Err(Errno::Inval);
@@ -54,7 +54,7 @@ pub(crate) fn resolve(base: &str, rel: &[u8]) -> Result<Resolved, Errno> {
 }
 
 /// The folder holding `path` ("/a/b" → "/a", "/a" → "/"); `None` for the root.
-pub(crate) fn parent(path: &str) -> Option<&str> {
+pub fn parent(path: &str) -> Option<&str> {
     match path.rfind('/')? {
         _ if path == "/" => None,
         0 => Some("/"),
@@ -63,7 +63,7 @@ pub(crate) fn parent(path: &str) -> Option<&str> {
 }
 
 /// The last component of `path` ("/a/b" → "b"); "" for the root.
-pub(crate) fn name(path: &str) -> &str {
+pub fn file_name(path: &str) -> &str {
     path.rfind('/').map_or(path, |i| &path[i + 1..])
 }
 
@@ -136,13 +136,13 @@ mod tests {
     }
 
     #[test]
-    fn parent_and_name() {
+    fn parent_and_file_name() {
         assert_eq!(parent("/a/b"), Some("/a"));
         assert_eq!(parent("/a"), Some("/"));
         assert_eq!(parent("/"), None);
-        assert_eq!(name("/a/b"), "b");
-        assert_eq!(name("/a"), "a");
-        assert_eq!(name("/"), "");
+        assert_eq!(file_name("/a/b"), "b");
+        assert_eq!(file_name("/a"), "a");
+        assert_eq!(file_name("/"), "");
     }
 
     proptest! {
@@ -160,7 +160,7 @@ mod tests {
                 prop_assert!(p == "/" || !p.ends_with('/'), "{p}");
                 // Splitting it again and joining gives it back.
                 if let Some(dir) = parent(&p) {
-                    let again = resolve(dir, name(&p).as_bytes()).map(|r| r.path);
+                    let again = resolve(dir, file_name(&p).as_bytes()).map(|r| r.path);
                     prop_assert_eq!(again, Ok(p.clone()));
                 }
             }

@@ -2,7 +2,7 @@
 //! own `fd_readdir` encodes a host folder (wasmtime-wasi 48.0.8, src/p1.rs), so that
 //! wasi-libc's `readdir` sees the same thing whichever kind of folder it reads.
 
-use super::provider::FileKind;
+use crate::provider::FileKind;
 
 /// A preview 1 `dirent`'s size: `d_next: u64`, `d_ino: u64`, `d_namlen: u32`,
 /// `d_type: u8` and 3 bytes of padding, little-endian; the name follows it.
@@ -10,10 +10,10 @@ const HEADER: usize = 24;
 
 /// One entry of a folder listing.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub(crate) struct Entry {
-    pub(crate) name: String,
-    pub(crate) kind: FileKind,
-    pub(crate) ino: u64,
+pub struct DirEntry {
+    pub name: String,
+    pub kind: FileKind,
+    pub ino: u64,
 }
 
 /// The bytes `fd_readdir(buf_len, cookie)` writes for `entries` (the caller includes "." and
@@ -22,7 +22,7 @@ pub(crate) struct Entry {
 ///
 /// An entry's `d_next` is its index + 1, the cookie that resumes after it. A full buffer
 /// makes wasi-libc call again, with a larger one if an entry did not fit.
-pub(crate) fn encode(entries: &[Entry], cookie: u64, buf_len: usize) -> Vec<u8> {
+pub fn encode_dirents(entries: &[DirEntry], cookie: u64, buf_len: usize) -> Vec<u8> {
     let skip = usize::try_from(cookie).unwrap_or(usize::MAX);
     let mut out = Vec::new();
     for (index, entry) in entries.iter().enumerate().skip(skip) {
@@ -51,11 +51,11 @@ pub(crate) fn encode(entries: &[Entry], cookie: u64, buf_len: usize) -> Vec<u8> 
 mod tests {
     use super::*;
 
-    fn entry(name: &str, kind: FileKind, ino: u64) -> Entry {
-        Entry { name: name.to_owned(), kind, ino }
+    fn entry(name: &str, kind: FileKind, ino: u64) -> DirEntry {
+        DirEntry { name: name.to_owned(), kind, ino }
     }
 
-    fn listing() -> Vec<Entry> {
+    fn listing() -> Vec<DirEntry> {
         vec![
             entry(".", FileKind::Dir, 7),
             entry("..", FileKind::Dir, 7),
@@ -68,7 +68,7 @@ mod tests {
 
     /// A transliteration of wasmtime-wasi 48.0.8's `fd_readdir` loop (src/p1.rs), writing
     /// into a Vec instead of guest memory.
-    fn wasmtime_copy(entries: &[Entry], cookie: u64, buf_len: u32) -> Vec<u8> {
+    fn wasmtime_copy(entries: &[DirEntry], cookie: u64, buf_len: u32) -> Vec<u8> {
         let mut buf = Vec::new();
         let mut cap = buf_len;
         let mut dirent = [0; 24];
@@ -106,18 +106,18 @@ mod tests {
             &[2, 0, 0, 0, 0, 0, 0, 0], &[8, 7, 6, 5, 4, 3, 2, 1], &[5, 0, 0, 0], &[4, 0, 0, 0], b"a.txt",
         ]
         .concat();
-        assert_eq!(encode(&entries, 0, 1000), want);
-        assert_eq!(encode(&entries, 1, 1000), want[25..]);
-        assert_eq!(encode(&entries, 0, 30), want[..30]);
+        assert_eq!(encode_dirents(&entries, 0, 1000), want);
+        assert_eq!(encode_dirents(&entries, 1, 1000), want[25..]);
+        assert_eq!(encode_dirents(&entries, 0, 30), want[..30]);
     }
 
     #[test]
     fn truncation_matches_wasmtime_and_the_full_encoding() {
         let entries = listing();
         for cookie in 0..=entries.len() as u64 + 1 {
-            let full = encode(&entries, cookie, usize::MAX);
+            let full = encode_dirents(&entries, cookie, usize::MAX);
             for buf_len in 0..=200usize {
-                let got = encode(&entries, cookie, buf_len);
+                let got = encode_dirents(&entries, cookie, buf_len);
                 assert!(got.len() <= buf_len);
                 assert_eq!(got.len(), buf_len.min(full.len()), "cookie {cookie}, buf_len {buf_len}");
                 assert_eq!(got, full[..got.len()]);
@@ -133,9 +133,9 @@ mod tests {
     #[test]
     fn cookie_past_the_end_gives_nothing() {
         let entries = listing();
-        assert!(encode(&entries, entries.len() as u64, 200).is_empty());
-        assert!(encode(&entries, entries.len() as u64 + 1, 200).is_empty());
-        assert!(encode(&entries, u64::MAX, 200).is_empty());
-        assert!(encode(&[], 0, 200).is_empty());
+        assert!(encode_dirents(&entries, entries.len() as u64, 200).is_empty());
+        assert!(encode_dirents(&entries, entries.len() as u64 + 1, 200).is_empty());
+        assert!(encode_dirents(&entries, u64::MAX, 200).is_empty());
+        assert!(encode_dirents(&[], 0, 200).is_empty());
     }
 }

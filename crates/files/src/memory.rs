@@ -8,8 +8,9 @@ use std::time::{SystemTime, UNIX_EPOCH};
 use bytes::Bytes;
 use parking_lot::{Mutex, RwLock};
 
-use super::path::{name, parent, resolve};
-use super::provider::{Errno, FileError, FileKind, FileProvider, Stat};
+use crate::errno::Errno;
+use crate::path::{file_name, parent, resolve};
+use crate::provider::{FileError, FileKind, FileProvider, Stat};
 
 /// A change the guest made to a [`MemoryFiles`], as its observer sees it. Paths are
 /// normalised mount paths ("/a/b.csv"); a folder's `Rename` moves its whole subtree.
@@ -212,7 +213,7 @@ impl FileProvider for MemoryFiles {
             .filter(|(k, _)| parent(k) == Some(path))
             .map(|(k, node)| {
                 let kind = if let Node::Dir { .. } = node { FileKind::Dir } else { FileKind::File };
-                (name(k).to_owned(), kind)
+                (file_name(k).to_owned(), kind)
             })
             .collect())
     }
