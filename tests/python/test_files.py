@@ -425,3 +425,17 @@ def test_cancelling_the_run_during_a_provider_call_ends_the_run_cancelled():
     assert r.trapped == "cancelled", r
     assert time.perf_counter() - t < 5
     assert r.files.faults[0].error.startswith("stopped")
+
+
+# --- promises kept under hostile guests and faulty providers (issue 18) ---------------------
+
+
+def test_descriptors_in_mounts_and_in_real_files_are_one_count():
+    code = (
+        "import errno\nfs = []\ntry:\n    for i in range(8):\n        fs.append(open('/data/f'))\n"
+        "    for i in range(8):\n        fs.append(open(f'/tmp/t{i}', 'w'))\n"
+        "except OSError as e:\n    print(len(fs), errno.errorcode[e.errno])\n"
+        "for f in fs[:4]:\n    f.close()\nfs += [open(f'/tmp/u{i}', 'w') for i in range(4)]\nprint(len(fs))"
+    )
+    r = guest(code, Mount(MemoryFiles({"f": b"x"}), "/data"), max_open_files=8)
+    assert r.stdout == b"8 EMFILE\n12\n", r.stderr

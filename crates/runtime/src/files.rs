@@ -263,7 +263,7 @@ fn path_open(
     if let Some(r) = f.mounted(mem, |cx| calls::path_open(cx, fd, path, path_len, oflags, rights_base, fdflags, fd_out)) {
         return Ok(r);
     }
-    if f.quota.open.len() >= f.quota.max_open {
+    if !f.quota.may_open(f.mounts.as_deref().map_or(0, MountTable::held)) {
         return Ok(Errno::Mfile.wasi());
     }
     if oflags & O_CREAT != 0 && f.quota.created >= MAX_CREATED_ENTRIES && !exists(f, mem, fd, dirflags, path, path_len) {

@@ -52,9 +52,15 @@ impl FileState {
         }
     }
 
-    /// Descriptors the guest opened and holds.
+    /// Descriptors the guest opened and holds in host files.
     pub(crate) fn open_count(&self) -> usize {
         self.open.len()
+    }
+
+    /// Whether the guest may open one more descriptor: those it holds in host files and
+    /// those it holds in mounts (`in_mounts`) are one count against `max_open_files`.
+    pub(crate) fn may_open(&self, in_mounts: usize) -> bool {
+        self.open.len() + in_mounts < self.max_open
     }
 
     /// Bytes written to files so far (what `Completed::file_bytes_written` reports).

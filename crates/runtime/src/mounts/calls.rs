@@ -135,7 +135,7 @@ fn open_in(cx: &mut Cx<'_, '_>, m: usize, resolved: Resolved, oflags: i32, right
     let append = fdflags & FDFLAG_APPEND != 0;
     let (creat, excl, trunc) = (oflags & O_CREAT != 0, oflags & O_EXCL != 0, oflags & O_TRUNC != 0);
     let (t, stop) = (&mut *cx.t, cx.stop);
-    if cx.quota.open.len() + t.fds.len() >= cx.quota.max_open {
+    if !cx.quota.may_open(t.held()) {
         return Err(Errno::Mfile);
     }
     let writable = t.mounts[m].mount.writable;

@@ -212,6 +212,11 @@ impl MountTable {
         }
     }
 
+    /// The descriptors the guest holds in the mounts (files and folders).
+    pub(crate) fn held(&self) -> usize {
+        self.fds.len()
+    }
+
     pub(crate) fn insert(&mut self, open: Open) -> u32 {
         let fd = self.free.pop().unwrap_or_else(|| {
             let fd = self.next;

@@ -163,3 +163,13 @@ fn descriptors_held_in_mounts_count_against_max_open_files() {
     let done = run(RunConfig::new(["-c", code]).mount(Mount::new(m, "/data", false)).max_open_files(8));
     assert_eq!(text(&done.stdout), "8 EMFILE\n", "{}", text(&done.stderr));
 }
+
+/// Real files (`/tmp`) opened after mount files see the mount's descriptors: one count.
+#[test]
+fn descriptors_in_mounts_and_in_host_files_are_one_count() {
+    let m = memory(&[("f", b"x")], false);
+    let code = "import errno\nfs = []\ntry:\n    for i in range(8):\n        fs.append(open('/data/f'))\n    for i in range(8):\n        fs.append(open(f'/tmp/t{i}', 'w'))\nexcept OSError as e:\n    print(len(fs), errno.errorcode[e.errno])\n\
+                for f in fs[:4]:\n    f.close()\nfs += [open(f'/tmp/u{i}', 'w') for i in range(4)]\nprint(len(fs))";
+    let done = run(RunConfig::new(["-c", code]).mount(Mount::new(m, "/data", false)).max_open_files(8));
+    assert_eq!(text(&done.stdout), "8 EMFILE\n12\n", "{}", text(&done.stderr));
+}
