@@ -439,3 +439,17 @@ def test_descriptors_in_mounts_and_in_real_files_are_one_count():
     )
     r = guest(code, Mount(MemoryFiles({"f": b"x"}), "/data"), max_open_files=8)
     assert r.stdout == b"8 EMFILE\n12\n", r.stderr
+
+
+def test_a_refused_stat_is_asked_once_a_run():
+    class Refuses(DictProvider):
+        def stat(self, path):
+            if path == "/secret":
+                self.calls.append(("stat", path))
+                raise PermissionError(path)
+            return super().stat(path)
+
+    p = Refuses()
+    r = guest("import os\nprint(sum(os.path.exists('/m/secret') for _ in range(200)))", Mount(p, "/m"))
+    assert r.stdout == b"0\n", r.stderr
+    assert p.calls.count(("stat", "/secret")) == 1

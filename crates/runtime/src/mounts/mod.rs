@@ -256,14 +256,16 @@ impl MountTable {
         self.cache.retain(|(mount, _), _| *mount != m);
     }
 
-    /// `stat` from the cache, else from the provider (and cached).
+    /// `stat` from the cache, else from the provider (and cached). Every answer is kept,
+    /// refusals included, except those that say the provider could not answer now: EIO
+    /// (also a fault, or `max_file_calls` spent), ETIMEDOUT and EAGAIN.
     pub(crate) fn stat(&mut self, m: usize, path: &str, stop: &StopState) -> Result<Stat, Errno> {
         if let Some(r) = self.cache.get(&(m, path.to_owned())) {
             return *r;
         }
         let p = path.to_owned();
         let r = self.invoke(m, "stat", path, stop, move |f| f.stat(&p));
-        if matches!(r, Ok(_) | Err(Errno::Noent | Errno::Notdir)) && self.cache.len() < 100_000 {
+        if !matches!(r, Err(Errno::Io | Errno::Timedout | Errno::Again)) && self.cache.len() < 100_000 {
             self.cache.insert((m, path.to_owned()), r);
         }
         r

@@ -173,3 +173,35 @@ fn descriptors_in_mounts_and_in_host_files_are_one_count() {
     let done = run(RunConfig::new(["-c", code]).mount(Mount::new(m, "/data", false)).max_open_files(8));
     assert_eq!(text(&done.stdout), "8 EMFILE\n12\n", "{}", text(&done.stderr));
 }
+
+/// A provider whose `stat` refuses one path, counting how often it is asked.
+struct Refuses {
+    asked: Mutex<u64>,
+}
+
+impl FileProvider for Refuses {
+    fn stat(&self, path: &str) -> Result<Stat, FileError> {
+        match path {
+            "/" => Ok(Stat { kind: FileKind::Dir, size: 0, mtime_ns: 0 }),
+            _ => {
+                *self.asked.lock() += 1;
+                Err(Errno::Acces.into())
+            }
+        }
+    }
+    fn list(&self, _: &str) -> Result<Vec<(String, FileKind)>, FileError> {
+        Ok(vec![])
+    }
+    fn read(&self, _: &str) -> Result<Bytes, FileError> {
+        Err(Errno::Acces.into())
+    }
+}
+
+#[test]
+fn a_refused_stat_is_asked_once_a_run() {
+    let p = Arc::new(Refuses { asked: Mutex::new(0) });
+    let code = "import os\nprint(sum(os.path.exists('/m/secret') for _ in range(200)))\ntry:\n    os.stat('/m/secret')\nexcept PermissionError:\n    print('EACCES')";
+    let done = run(RunConfig::new(["-c", code]).mount(Mount::new(p.clone(), "/m", false)));
+    assert_eq!(text(&done.stdout), "0\nEACCES\n", "{}", text(&done.stderr));
+    assert_eq!(*p.asked.lock(), 1);
+}
