@@ -430,6 +430,31 @@ def test_cancelling_the_run_during_a_provider_call_ends_the_run_cancelled():
 # --- promises kept under hostile guests and faulty providers (issue 18) ---------------------
 
 
+class Tree(DictProvider):
+    """A DictProvider whose changes behave as POSIX's: writes need their folder, removes
+    and renames of what is missing are ENOENT, and a folder renames with its subtree."""
+
+    def write(self, path, data):
+        if not self._dir(path.rsplit("/", 1)[0] or "/"):
+            raise FileNotFoundError(path)
+        super().write(path, data)
+
+    def remove(self, path):
+        if path not in self.files:
+            raise FileNotFoundError(path)
+        del self.files[path]
+
+    def rename(self, src, dst):
+        if src in self.files:
+            self.files[dst] = self.files.pop(src)
+            return
+        if not self._dir(src):
+            raise FileNotFoundError(src)
+        moved = lambda p: dst + p[len(src):] if p == src or p.startswith(src + "/") else p
+        self.files = {moved(k): v for k, v in self.files.items()}
+        self.dirs = {moved(d) for d in self.dirs}
+
+
 def test_descriptors_in_mounts_and_in_real_files_are_one_count():
     code = (
         "import errno\nfs = []\ntry:\n    for i in range(8):\n        fs.append(open('/data/f'))\n"
@@ -453,3 +478,24 @@ def test_a_refused_stat_is_asked_once_a_run():
     r = guest("import os\nprint(sum(os.path.exists('/m/secret') for _ in range(200)))", Mount(p, "/m"))
     assert r.stdout == b"0\n", r.stderr
     assert p.calls.count(("stat", "/secret")) == 1
+
+
+REMOVED_WHILE_OPEN = """\
+import os
+for name, mode in [('new', 'w'), ('old', 'a')]:
+    f = open(f'/m/{name}', mode); f.write('1'); f.flush()
+    os.remove(f'/m/{name}')
+    f.write('2'); f.flush(); os.fsync(f.fileno()); f.close()
+    print(name, os.path.exists(f'/m/{name}'))
+g = open('/m/kept', 'w'); g.write('a'); g.flush(); os.remove('/m/kept')
+h = open('/m/kept', 'w'); h.write('b'); g.write('c'); g.close(); h.close()
+print(open('/m/kept').read())
+"""
+
+
+@pytest.mark.parametrize("kind", ["memory", "python"])
+def test_a_file_removed_while_open_stays_removed(kind):
+    p = MemoryFiles({"old": b"old"}) if kind == "memory" else Tree({"/old": b"old"})
+    r = guest(REMOVED_WHILE_OPEN, Mount(p, "/m", writable=True))
+    assert r.stdout == b"new False\nold False\nb\n", r.stderr
+    assert p.files == ({"kept": b"b"} if kind == "memory" else {"/kept": b"b"})

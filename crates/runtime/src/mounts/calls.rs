@@ -169,7 +169,7 @@ fn open_in(cx: &mut Cx<'_, '_>, m: usize, resolved: Resolved, oflags: i32, right
                         let q = p.clone();
                         Content::Clean(t.invoke(m, "read", &p, stop, move |f| f.read(&q))?)
                     };
-                    let n = Arc::new(Mutex::new(Node { content, dirty: false, opens: 0, mtime_ns: now_ns() }));
+                    let n = Arc::new(Mutex::new(Node { content, dirty: false, opens: 0, mtime_ns: now_ns(), unlinked: false }));
                     t.nodes.insert(key, n.clone());
                     n
                 }
@@ -200,6 +200,7 @@ fn open_in(cx: &mut Cx<'_, '_>, m: usize, resolved: Resolved, oflags: i32, right
                 dirty: true,
                 opens: 1,
                 mtime_ns: now_ns(),
+                unlinked: false,
             }));
             t.nodes.insert((m, p.clone()), node.clone());
             Open::File { mount: m, path: p, node, pos: 0, read, write, append }
@@ -668,16 +669,20 @@ pub(crate) fn path_unlink_file(cx: &mut Cx<'_, '_>, fd: i32, path: i32, path_len
     if r.dir_only {
         return Some(Err(Errno::Notdir));
     }
-    // A file created and not yet closed is not the provider's yet.
-    let pending = cx.t.nodes.get(&(m, r.path.clone())).cloned();
+    // A file open now: one created and not yet closed is not the provider's yet.
+    let open = cx.t.nodes.get(&(m, r.path.clone())).cloned();
     let p = r.path.clone();
     let out = change(cx, m, "remove", &r.path, move |f| f.remove(&p));
-    if let Some(node) = pending {
-        // Its descriptors keep their bytes, as on a real filesystem; nothing is written back.
-        node.lock().dirty = false;
-        cx.t.nodes.remove(&(m, r.path));
-        if out == Err(Errno::Noent) {
-            return Some(Ok(()));
+    if let Some(node) = open {
+        match out {
+            // Removed (or never the provider's): its descriptors keep their bytes, as on
+            // POSIX, and nothing of it is written back, at close, fsync or the run's end.
+            Ok(()) | Err(Errno::Noent) => {
+                node.lock().unlinked = true;
+                cx.t.nodes.remove(&(m, r.path));
+                return Some(Ok(()));
+            }
+            Err(_) => {}
         }
     }
     Some(out)

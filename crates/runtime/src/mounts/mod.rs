@@ -97,6 +97,9 @@ pub(crate) struct Node {
     pub(crate) dirty: bool,
     pub(crate) opens: usize,
     pub(crate) mtime_ns: u64,
+    /// Removed, or replaced by a rename, while open: its descriptors keep their bytes, as
+    /// on POSIX, but nothing of it is written back any more.
+    pub(crate) unlinked: bool,
 }
 
 #[derive(Debug)]
@@ -310,11 +313,12 @@ impl MountTable {
         Err(errno)
     }
 
-    /// Hands a changed file's whole content to the provider; the outcome is recorded.
+    /// Hands a changed file's whole content to the provider, unless it was removed while
+    /// open; the outcome is recorded.
     pub(crate) fn flush(&mut self, m: usize, path: &str, node: &Arc<Mutex<Node>>, stop: &StopState) -> Result<(), Errno> {
         let data = {
             let mut n = node.lock();
-            if !n.dirty {
+            if !n.dirty || n.unlinked {
                 return Ok(());
             }
             n.dirty = false;

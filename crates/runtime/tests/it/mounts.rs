@@ -205,3 +205,15 @@ fn a_refused_stat_is_asked_once_a_run() {
     assert_eq!(text(&done.stdout), "0\nEACCES\n", "{}", text(&done.stderr));
     assert_eq!(*p.asked.lock(), 1);
 }
+
+/// POSIX: a file removed while open stays removed, whatever its descriptors write after.
+#[test]
+fn a_file_removed_while_open_stays_removed() {
+    let m = memory(&[("old", b"old")], true);
+    let code = "import os\nfor name, mode in [('new', 'w'), ('old', 'a')]:\n    f = open(f'/data/{name}', mode); f.write('1'); f.flush()\n    os.remove(f'/data/{name}')\n    f.write('2'); f.flush(); os.fsync(f.fileno()); f.close()\n    print(name, os.path.exists(f'/data/{name}'))\n\
+                g = open('/data/kept', 'w'); g.write('a'); g.flush(); os.remove('/data/kept'); h = open('/data/kept', 'w'); h.write('b'); g.write('c'); g.close(); h.close()\nprint(open('/data/kept').read())";
+    let done = mounted(code, &m, true);
+    assert_eq!(text(&done.stdout), "new False\nold False\nb\n", "{}", text(&done.stderr));
+    let files: Vec<_> = m.files().into_iter().map(|(p, b)| (p, b.to_vec())).collect();
+    assert_eq!(files, vec![("/kept".into(), b"b".to_vec())]);
+}
