@@ -499,3 +499,30 @@ def test_a_file_removed_while_open_stays_removed(kind):
     r = guest(REMOVED_WHILE_OPEN, Mount(p, "/m", writable=True))
     assert r.stdout == b"new False\nold False\nb\n", r.stderr
     assert p.files == ({"kept": b"b"} if kind == "memory" else {"/kept": b"b"})
+
+
+RENAMED_WHILE_OPEN = """\
+import os
+f = open('/m/d/f.txt', 'w'); f.write('one'); f.flush()
+g = open('/m/d/old.txt', 'a'); g.write('+'); g.flush()
+os.rename('/m/d', '/m/e')
+f.write('two'); f.close(); g.write('!'); g.close()
+h = open('/m/e/f.txt', 'a'); h.write('3'); h.flush()
+t = open('/m/target', 'a'); t.write('-stale')
+os.replace('/m/e/f.txt', '/m/target')
+h.write('4'); h.close(); t.close()
+print(sorted(os.listdir('/m')), sorted(os.listdir('/m/e')))
+"""
+
+
+@pytest.mark.parametrize("kind", ["memory", "python"])
+def test_an_open_file_follows_a_rename_of_itself_or_of_its_folder(kind):
+    if kind == "memory":
+        p = MemoryFiles({"d/old.txt": b"old", "target": b"target"})
+    else:
+        p = Tree({"/d/old.txt": b"old", "/target": b"target"})
+    r = guest(RENAMED_WHILE_OPEN, Mount(p, "/m", writable=True))
+    assert r.stdout == b"['e', 'target'] ['old.txt']\n", r.stderr
+    assert r.files.refused_writes == ()
+    want = {"e/old.txt": b"old+!", "target": b"onetwo34"}
+    assert p.files == (want if kind == "memory" else {"/" + k: v for k, v in want.items()})

@@ -718,21 +718,39 @@ pub(crate) fn path_rename(cx: &mut Cx<'_, '_>, fd: i32, old: i32, old_len: i32, 
     }
     let (f, g) = (from.path.clone(), to.path.clone());
     let out = change(cx, m, "rename", &from.path, move |p| p.rename(&f, &g));
-    if out.is_ok() {
-        let t = &mut *cx.t;
-        if let Some(node) = t.nodes.remove(&(m, from.path.clone())) {
-            t.nodes.insert((m, to.path.clone()), node);
-        }
-        for open in t.fds.values_mut() {
-            if let Open::File { mount, path, .. } | Open::Dir { mount, path, .. } = open
-                && *mount == m
-                && *path == from.path
-            {
-                *path = to.path.clone();
-            }
-        }
+    if out.is_ok() && from.path != to.path {
+        follow_rename(cx.t, m, &from.path, &to.path);
     }
     Some(out)
+}
+
+/// After the provider renamed `from` to `to` in mount `m`: what the guest holds open
+/// there, the file itself or anything below the folder, follows, so what it writes
+/// lands under the new name. A file open at `to` was replaced: as on POSIX, its
+/// descriptors keep their bytes and nothing of it is written back.
+fn follow_rename(t: &mut MountTable, m: usize, from: &str, to: &str) {
+    let renamed = |p: &str| match p.strip_prefix(from) {
+        Some("") => Some(to.to_owned()),
+        Some(rest) if rest.starts_with('/') => Some(format!("{to}{rest}")),
+        _ => None,
+    };
+    if let Some(replaced) = t.nodes.remove(&(m, to.to_owned())) {
+        replaced.lock().unlinked = true;
+    }
+    let moving: Vec<(usize, String)> = t.nodes.keys().filter(|(n, p)| *n == m && renamed(p).is_some()).cloned().collect();
+    for key in moving {
+        if let (Some(node), Some(new)) = (t.nodes.remove(&key), renamed(&key.1)) {
+            t.nodes.insert((m, new), node);
+        }
+    }
+    for open in t.fds.values_mut() {
+        if let Open::File { mount, path, .. } | Open::Dir { mount, path, .. } = open
+            && *mount == m
+            && let Some(new) = renamed(path)
+        {
+            *path = new;
+        }
+    }
 }
 
 /// Links, symlinks and renumbering have no meaning in a provider's tree.

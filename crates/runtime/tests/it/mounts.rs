@@ -217,3 +217,26 @@ fn a_file_removed_while_open_stays_removed() {
     let files: Vec<_> = m.files().into_iter().map(|(p, b)| (p, b.to_vec())).collect();
     assert_eq!(files, vec![("/kept".into(), b"b".to_vec())]);
 }
+
+/// What the guest wrote to a file follows it when the file, or a folder above it, is
+/// renamed while open; a file replaced by a rename while open is gone, as on POSIX.
+#[test]
+fn an_open_file_follows_a_rename_of_itself_or_of_its_folder() {
+    let m = memory(&[("d/old.txt", b"old"), ("target", b"target")], true);
+    let code = "import os\n\
+                f = open('/data/d/f.txt', 'w'); f.write('one'); f.flush()\n\
+                g = open('/data/d/old.txt', 'a'); g.write('+'); g.flush()\n\
+                os.rename('/data/d', '/data/e')\n\
+                f.write('two'); f.close(); g.write('!'); g.close()\n\
+                h = open('/data/e/f.txt', 'a'); h.write('3'); h.flush()\n\
+                t = open('/data/target', 'a'); t.write('-stale')\n\
+                os.replace('/data/e/f.txt', '/data/target')\n\
+                h.write('4'); h.close(); t.close()\n\
+                print(sorted(os.listdir('/data')), sorted(os.listdir('/data/e')))";
+    let done = mounted(code, &m, true);
+    assert_eq!(text(&done.stdout), "['e', 'target'] ['old.txt']\n", "{}", text(&done.stderr));
+    let rec = done.files.unwrap();
+    assert!(rec.refused_writes.is_empty(), "{rec:?}");
+    let files: Vec<_> = m.files().into_iter().map(|(p, b)| (p, String::from_utf8(b.to_vec()).unwrap())).collect();
+    assert_eq!(files, vec![("/e/old.txt".into(), "old+!".into()), ("/target".into(), "onetwo34".into())]);
+}
