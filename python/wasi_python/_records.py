@@ -103,6 +103,9 @@ class FileRecord:
     - ``refused_writes``: the first 1,000 whole-file writes the provider refused or
       failed; ``refused_writes_total``.
     - ``files_written``/``bytes_written``: writes that landed.
+    - ``undelivered``: the first 1,000 files (guest paths) whose changes the write-back at
+      the run's end did not deliver (refused, failed, timed out, or not tried within its
+      grace of 0.5 s after the deadline or cancel); ``undelivered_total``.
     """
 
     calls: Mapping[str, int] = field(default_factory=dict)
@@ -114,6 +117,8 @@ class FileRecord:
     refused_writes_total: int = 0
     files_written: int = 0
     bytes_written: int = 0
+    undelivered: tuple[str, ...] = ()
+    undelivered_total: int = 0
 
 
 # --------------------------------------------------------------------------------------------
@@ -165,4 +170,6 @@ def _file_record(d: Mapping[str, Any]) -> FileRecord:
         refused_writes_total=d["refused_writes_total"],
         files_written=d["files_written"],
         bytes_written=d["bytes_written"],
+        undelivered=tuple(d["undelivered"]),
+        undelivered_total=d["undelivered_total"],
     )

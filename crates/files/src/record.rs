@@ -37,6 +37,11 @@ pub struct FileRecord {
     /// Whole files handed to `write` that landed, and their bytes.
     pub files_written: u64,
     pub bytes_written: u64,
+    /// The first [`RECORD_LIMIT`] files (guest paths) whose changes the write-back at the
+    /// run's end did not deliver: refused, failed, timed out, or not tried before its
+    /// grace ran out. Their content is lost; nothing else names it.
+    pub undelivered: Vec<String>,
+    pub undelivered_total: u64,
 }
 
 impl FileRecord {
@@ -55,6 +60,14 @@ impl FileRecord {
             self.refused_writes.push(f);
         }
     }
+
+    /// Records a file the write-back at the run's end did not deliver.
+    pub fn undelivered_file(&mut self, path: String) {
+        self.undelivered_total += 1;
+        if self.undelivered.len() < RECORD_LIMIT {
+            self.undelivered.push(path);
+        }
+    }
 }
 
 #[cfg(test)]
@@ -68,7 +81,9 @@ mod tests {
         for i in 0..RECORD_LIMIT + 5 {
             r.fault(f(i));
             r.refused_write(f(i));
+            r.undelivered_file(f(i).path);
         }
+        assert_eq!((r.undelivered.len(), r.undelivered_total), (RECORD_LIMIT, RECORD_LIMIT as u64 + 5));
         assert_eq!((r.faults.len(), r.faults_total), (RECORD_LIMIT, RECORD_LIMIT as u64 + 5));
         assert_eq!((r.refused_writes.len(), r.refused_writes_total), (RECORD_LIMIT, RECORD_LIMIT as u64 + 5));
         assert_eq!(r.faults[RECORD_LIMIT - 1], f(RECORD_LIMIT - 1));

@@ -173,5 +173,7 @@ pub(crate) fn record<'py>(py: Python<'py>, r: &FileRecord) -> PyResult<Bound<'py
     d.set_item("refused_writes_total", r.refused_writes_total)?;
     d.set_item("files_written", r.files_written)?;
     d.set_item("bytes_written", r.bytes_written)?;
+    d.set_item("undelivered", PyList::new(py, &r.undelivered)?)?;
+    d.set_item("undelivered_total", r.undelivered_total)?;
     Ok(d)
 }

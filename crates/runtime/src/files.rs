@@ -57,6 +57,7 @@ impl Files<'_> {
         call: impl FnOnce(&mut calls::Cx<'_, '_>) -> Option<Result<(), Errno>>,
     ) -> Option<i32> {
         let t = self.mounts.as_deref_mut()?;
+        t.saw(self.stop);
         let mut cx = calls::Cx { t, quota: &mut *self.quota, stop: self.stop, mem };
         call(&mut cx).map(Errno::code)
     }

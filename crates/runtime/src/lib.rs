@@ -46,7 +46,7 @@ pub use config::{Grant, Limits, MIN_MEMORY_BYTES, Preload, RunConfig};
 pub use snapshot::{default_preload, preopen_table};
 pub use mounts::{
     Change, DEFAULT_FILE_TIMEOUT, DEFAULT_MAX_FILE_CALLS, Errno, FileError, FileFault, FileKind, FileProvider, FileRecord, MemoryFiles,
-    Mount, RECORD_LIMIT, Stat,
+    Mount, RECORD_LIMIT, Stat, WRITE_BACK_GRACE,
 };
 pub use engine::{CACHE_ENV, Flavour, WASMTIME_VERSION, default_cache_dir};
 pub use error::Error;

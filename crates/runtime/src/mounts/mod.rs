@@ -40,6 +40,9 @@ pub(crate) const FD_BASE: u32 = 1 << 30;
 pub const DEFAULT_MAX_FILE_CALLS: u64 = 10_000;
 /// The default timeout of one provider call.
 pub const DEFAULT_FILE_TIMEOUT: Duration = Duration::from_secs(30);
+/// How long after the run's deadline or cancel the write-back at its end may go on, for
+/// all files together: the run's end comes at most this long after either.
+pub const WRITE_BACK_GRACE: Duration = Duration::from_millis(500);
 /// Provider calls that timed out but still run, across the process; past it, a call
 /// that would need a thread fails with EIO at once.
 const MAX_ABANDONED: usize = 8;
@@ -185,6 +188,9 @@ pub(crate) struct MountTable {
     /// A provider call gave up because the run was cancelled or out of time: the guest
     /// must stop at its next epoch check (files.rs, `settle`).
     pub(crate) stopped: bool,
+    /// The run's deadline and cancel as the guest's latest file call saw them (a session
+    /// re-arms them each turn): the write-back at the run's end keeps to them.
+    stop_seen: StopState,
     pub(crate) record: FileRecord,
 }
 
@@ -201,6 +207,7 @@ impl MountTable {
             max_calls,
             max_file_bytes,
             stopped: false,
+            stop_seen: StopState { deadline: None, cancel: crate::CancelToken::new() },
             record: FileRecord::default(),
         }
     }
@@ -213,6 +220,11 @@ impl MountTable {
             Some(i) => Route::Root(i),
             None => Route::Wasi,
         }
+    }
+
+    /// A file call of the guest's sees the run's deadline and cancel (each call tells).
+    pub(crate) fn saw(&mut self, stop: &StopState) {
+        self.stop_seen.clone_from(stop);
     }
 
     /// The descriptors the guest holds in the mounts (files and folders).
@@ -358,10 +370,19 @@ impl MountTable {
     }
 
     /// At the run's end, whatever its ending: every changed file still open is handed
-    /// to its provider. The run's deadline and cancel no longer hold: each write has
-    /// its mount's timeout.
+    /// to its provider, within one grace for all of them together: until
+    /// [`WRITE_BACK_GRACE`] after the run's deadline (or after now, if the deadline has
+    /// passed), or after its cancel, whichever comes first; with neither, each write has
+    /// its mount's timeout. A cancel during the write-back gives up the write in flight
+    /// and leaves the rest the grace. Every file not delivered is named in the record.
     pub(crate) fn flush_all(&mut self) {
-        let stop = StopState { deadline: None, cancel: crate::CancelToken::new() };
+        let run = self.stop_seen.clone();
+        let grace = |from: Instant| from + WRITE_BACK_GRACE;
+        let mut cancelled = run.cancel.is_cancelled();
+        let now = Instant::now();
+        let mut until = if cancelled { Some(grace(now)) } else { run.deadline.map(|d| grace(d.max(now))) };
+        // Once the run is cancelled, its token would give up every write at once.
+        let after_cancel = crate::CancelToken::new();
         let mut dirty: Vec<_> = self
             .nodes
             .iter()
@@ -370,8 +391,26 @@ impl MountTable {
             .collect();
         dirty.sort_by(|a, b| (a.0, &a.1).cmp(&(b.0, &b.1)));
         for (m, path, node) in dirty {
-            let _ = self.flush(m, &path, &node, &stop);
+            let now = Instant::now();
+            if !cancelled && run.cancel.is_cancelled() {
+                cancelled = true;
+                until = Some(until.map_or(grace(now), |u| u.min(grace(now))));
+            }
+            let delivered = until.is_none_or(|u| now < u) && {
+                let stop = StopState {
+                    // `invoke` stops a call DEADLINE_MARGIN before the deadline it is given.
+                    deadline: until.map(|u| u + crate::DEADLINE_MARGIN),
+                    cancel: if cancelled { after_cancel.clone() } else { run.cancel.clone() },
+                };
+                self.flush(m, &path, &node, &stop).is_ok()
+            };
+            if !delivered {
+                let path = self.guest_path(m, &path);
+                self.record.undelivered_file(path);
+            }
         }
+        // The guest is gone: a provider call given up here stops nothing.
+        self.stopped = false;
     }
 }
 

@@ -240,3 +240,112 @@ fn an_open_file_follows_a_rename_of_itself_or_of_its_folder() {
     let files: Vec<_> = m.files().into_iter().map(|(p, b)| (p, String::from_utf8(b.to_vec()).unwrap())).collect();
     assert_eq!(files, vec![("/e/old.txt".into(), "old+!".into()), ("/target".into(), "onetwo34".into())]);
 }
+
+/// A provider whose writes take `write_delay` (or hang until `release`), counting them.
+struct SlowWrites {
+    files: Mutex<Vec<String>>,
+    write_delay: Duration,
+    release: Arc<std::sync::atomic::AtomicBool>,
+    /// Cancels the run this long after the first write starts.
+    cancel_after: Option<(Duration, wasi_python_runtime::CancelToken)>,
+}
+
+impl SlowWrites {
+    fn new(write_delay: Duration) -> SlowWrites {
+        SlowWrites { files: Mutex::new(vec![]), write_delay, release: Arc::default(), cancel_after: None }
+    }
+}
+
+impl FileProvider for SlowWrites {
+    fn stat(&self, path: &str) -> Result<Stat, FileError> {
+        match path {
+            "/" => Ok(Stat { kind: FileKind::Dir, size: 0, mtime_ns: 0 }),
+            _ => Err(Errno::Noent.into()),
+        }
+    }
+    fn list(&self, _: &str) -> Result<Vec<(String, FileKind)>, FileError> {
+        Ok(vec![])
+    }
+    fn read(&self, _: &str) -> Result<Bytes, FileError> {
+        Err(Errno::Noent.into())
+    }
+    fn write(&self, path: &str, _: Bytes) -> Result<(), FileError> {
+        if let Some((after, token)) = &self.cancel_after {
+            let (after, token) = (*after, token.clone());
+            std::thread::spawn(move || {
+                std::thread::sleep(after);
+                token.cancel();
+            });
+        }
+        let started = std::time::Instant::now();
+        while started.elapsed() < self.write_delay && !self.release.load(std::sync::atomic::Ordering::SeqCst) {
+            std::thread::sleep(Duration::from_millis(5));
+        }
+        self.files.lock().push(path.to_owned());
+        Ok(())
+    }
+}
+
+/// The run's end is at most the write-back grace after its deadline, however many files
+/// the guest left open on a slow provider; what missed it is named, never dropped.
+#[test]
+fn the_write_back_at_the_end_keeps_to_the_deadline_plus_the_grace() {
+    let p = Arc::new(SlowWrites::new(Duration::from_millis(400)));
+    let code = "fs = [open(f'/m/f{i}', 'w') for i in range(10)]\nfor f in fs:\n    f.write('x'); f.flush()\nwhile True: pass";
+    let cfg = RunConfig::new(["-c", code]).mount(Mount::new(p.clone(), "/m", true)).deadline(Some(Duration::from_secs(1)));
+    let started = std::time::Instant::now();
+    let done = runtime().run(cfg).unwrap();
+    let took = started.elapsed();
+    p.release.store(true, std::sync::atomic::Ordering::SeqCst);
+    assert_eq!(done.trapped, Some(wasi_python_runtime::Trapped::Deadline), "{}", text(&done.stderr));
+    assert!(took < Duration::from_secs(1) + wasi_python_runtime::WRITE_BACK_GRACE + Duration::from_secs(1), "{took:?}");
+    let rec = done.files.unwrap();
+    assert!(!rec.undelivered.is_empty() && rec.undelivered_total == rec.undelivered.len() as u64, "{rec:?}");
+    // Every file either reached the provider or is named as undelivered.
+    let delivered: Vec<String> = p.files.lock().iter().map(|f| format!("/m{f}")).collect();
+    for i in 0..10 {
+        let f = format!("/m/f{i}");
+        assert!(delivered.contains(&f) || rec.undelivered.contains(&f), "{f}: {rec:?}");
+    }
+}
+
+/// A write that hangs at `fsync` is retried at the run's end within the grace, not for
+/// the mount's whole timeout; so is one the run's cancel interrupts.
+#[test]
+fn a_hanging_write_back_is_bounded_by_the_grace_after_a_deadline_or_a_cancel() {
+    let code = "import os\nf = open('/m/x', 'w'); f.write('x'); f.flush()\ntry:\n    os.fsync(f.fileno())\nexcept OSError as e:\n    print(e.errno)\nwhile True: pass";
+    let p = Arc::new(SlowWrites::new(Duration::from_secs(20)));
+    let mount = Mount::new(p.clone(), "/m", true).timeout(Duration::from_secs(4));
+    let started = std::time::Instant::now();
+    let done = runtime().run(RunConfig::new(["-c", code]).mount(mount).deadline(Some(Duration::from_secs(1)))).unwrap();
+    let took = started.elapsed();
+    p.release.store(true, std::sync::atomic::Ordering::SeqCst);
+    assert_eq!(done.trapped, Some(wasi_python_runtime::Trapped::Deadline), "{}", text(&done.stderr));
+    assert!(took < Duration::from_secs(1) + wasi_python_runtime::WRITE_BACK_GRACE + Duration::from_secs(1), "{took:?}");
+    assert_eq!(done.files.unwrap().undelivered, vec!["/m/x".to_owned()]);
+
+    // Cancelled 0.3 s into the hanging fsync, with no deadline to speak of.
+    let cancel = wasi_python_runtime::CancelToken::new();
+    let p = Arc::new(SlowWrites { cancel_after: Some((Duration::from_millis(300), cancel.clone())), ..SlowWrites::new(Duration::from_secs(20)) });
+    let mount = Mount::new(p.clone(), "/m", true).timeout(Duration::from_secs(4));
+    let started = std::time::Instant::now();
+    let done = run(RunConfig::new(["-c", code]).mount(mount).cancel(cancel));
+    let took = started.elapsed();
+    p.release.store(true, std::sync::atomic::Ordering::SeqCst);
+    assert_eq!(done.trapped, Some(wasi_python_runtime::Trapped::Cancelled), "{}", text(&done.stderr));
+    assert!(took < Duration::from_millis(300) + wasi_python_runtime::WRITE_BACK_GRACE + Duration::from_secs(1), "{took:?}");
+    assert_eq!(done.files.unwrap().undelivered, vec!["/m/x".to_owned()]);
+
+    // The guest ended by itself, the file unclosed; the cancel comes during the write-back.
+    let code = "import os\nf = open('/m/x', 'w'); f.write('x'); f.flush()\nos._exit(0)";
+    let cancel = wasi_python_runtime::CancelToken::new();
+    let p = Arc::new(SlowWrites { cancel_after: Some((Duration::from_millis(300), cancel.clone())), ..SlowWrites::new(Duration::from_secs(20)) });
+    let mount = Mount::new(p.clone(), "/m", true).timeout(Duration::from_secs(4));
+    let started = std::time::Instant::now();
+    let done = run(RunConfig::new(["-c", code]).mount(mount).cancel(cancel));
+    let took = started.elapsed();
+    p.release.store(true, std::sync::atomic::Ordering::SeqCst);
+    assert_eq!((done.exit_code, done.trapped), (Some(0), None), "{}", text(&done.stderr));
+    assert!(took < Duration::from_millis(300) + wasi_python_runtime::WRITE_BACK_GRACE + Duration::from_secs(1), "{took:?}");
+    assert_eq!(done.files.unwrap().undelivered, vec!["/m/x".to_owned()]);
+}
