@@ -47,7 +47,8 @@ impl CallContext {
     /// before the run's deadline, whichever comes first; `None` when neither is set.
     pub fn end_of_call(&self, start: Instant, timeout: Option<Duration>) -> Option<Instant> {
         let by_deadline = self.deadline.map(|d| d.checked_sub(DEADLINE_MARGIN).unwrap_or(start));
-        let by_timeout = timeout.map(|t| start + t);
+        // A timeout past what a clock can hold is no timeout (and no panic).
+        let by_timeout = timeout.and_then(|t| start.checked_add(t));
         match (by_deadline, by_timeout) {
             (Some(a), Some(b)) => Some(a.min(b)),
             (a, b) => a.or(b),

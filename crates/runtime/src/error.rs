@@ -1,3 +1,5 @@
+//! [`Error`]: why a run could not start, or the runtime could not be set up; never a guest's doing.
+
 use std::path::PathBuf;
 
 /// Why a run could not start, or the runtime could not be set up.

@@ -23,7 +23,7 @@ use wasi_python_files::Errno;
 use crate::guest_mem::GuestMem;
 use crate::mounts::{MountTable, calls};
 use crate::quota::{acquire, release};
-use crate::stop::StopState;
+use crate::CallContext;
 
 pub(crate) use crate::quota::FileState;
 pub use crate::quota::{DEFAULT_FILE_WRITE_BYTES, DEFAULT_MAX_OPEN_FILES, MAX_CREATED_ENTRIES, guest_descriptors_held};
@@ -39,7 +39,7 @@ pub(crate) struct Files<'a> {
     /// The run's mounts, if it has any.
     pub(crate) mounts: Option<&'a mut MountTable>,
     /// The run's deadline and cancel, which bound provider calls.
-    pub(crate) stop: &'a StopState,
+    pub(crate) stop: &'a CallContext,
 }
 
 /// How the store's state yields its file layer.
@@ -57,7 +57,6 @@ impl Files<'_> {
         call: impl FnOnce(&mut calls::Cx<'_, '_>) -> Option<Result<(), Errno>>,
     ) -> Option<i32> {
         let t = self.mounts.as_deref_mut()?;
-        t.saw(self.stop);
         let mut cx = calls::Cx { t, quota: &mut *self.quota, stop: self.stop, mem };
         call(&mut cx).map(Errno::code)
     }

@@ -21,7 +21,8 @@ use crate::files::FileState;
 use crate::host::{GuestClock, GuestLimits, HostState};
 use crate::outcome::{Completed, Trapped, Truncated, classify, exit_status};
 use crate::output::CappedPipe;
-use crate::stop::{StopState, Ticker};
+use crate::CallContext;
+use crate::stop::Ticker;
 use crate::tempdir::TempDir;
 use crate::{Artifacts, CancelToken, Error, RunConfig, ToolDoor};
 
@@ -171,7 +172,7 @@ impl Guest {
                     .tables(1)
                     .build(),
             ),
-            stop: StopState { deadline: None, cancel: config.cancel.clone() },
+            stop: CallContext { deadline: None, cancel: config.cancel.clone() },
             door: config.door.clone(),
             files: FileState::new(limits.file_write_bytes, limits.max_open_files),
             mounts: (!mounted.is_empty())
@@ -218,7 +219,7 @@ impl Guest {
     /// they are set.
     pub(crate) fn arm(&mut self, deadline: Option<Instant>, fuel: Option<u64>, output_bytes: usize, cancel: &CancelToken) -> wasmtime::Result<()> {
         let store = &mut self.store;
-        store.data_mut().stop = StopState { deadline, cancel: cancel.clone() };
+        store.data_mut().stop = CallContext { deadline, cancel: cancel.clone() };
         store.set_epoch_deadline(1);
         if self.metered {
             store.set_fuel(fuel.unwrap_or(u64::MAX))?;
@@ -312,9 +313,11 @@ impl Guest {
     /// record (their open files settled as `files` says), the bytes written, and the
     /// tool door's record.
     pub(crate) fn complete(&mut self, ending: Ending, started: Instant, files: OpenFiles) -> Completed {
-        let mounts = self.store.data_mut().mounts.as_deref_mut().map(|t| {
+        let data = self.store.data_mut();
+        let mounts = data.mounts.as_deref_mut().map(|t| {
             match files {
-                OpenFiles::Flush => t.flush_all(),
+                // Within the grace after the deadline and cancel this call was armed with.
+                OpenFiles::Flush => t.flush_all(&data.stop),
                 OpenFiles::Keep => t.forget_all_cached(),
             }
             std::mem::take(&mut t.record)
@@ -336,10 +339,12 @@ impl Guest {
     }
 
     /// Hands what the guest wrote to its mounts and did not close to the providers
-    /// (a session that ends without a closing turn).
+    /// (a session that ends without a closing turn), within the grace after its last
+    /// turn's deadline and cancel.
     pub(crate) fn flush_mounts(&mut self) {
-        if let Some(t) = self.store.data_mut().mounts.as_deref_mut() {
-            t.flush_all();
+        let data = self.store.data_mut();
+        if let Some(t) = data.mounts.as_deref_mut() {
+            t.flush_all(&data.stop);
         }
     }
 }

@@ -8,13 +8,15 @@ use wasmtime::{AsContextMut, Caller, Linker, Memory, ResourceLimiter, StoreLimit
 use wasmtime_wasi::p1::WasiP1Ctx;
 
 use crate::door::{Door, DoorAnswer};
-use crate::stop::StopState;
+use crate::CallContext;
+use crate::guest_mem::span;
+use wasi_python_files::Errno;
 
 /// Everything a guest's store holds. Each concern is reached through its own field.
 pub(crate) struct HostState {
     pub(crate) wasi: WasiP1Ctx,
     pub(crate) limits: GuestLimits,
-    pub(crate) stop: StopState,
+    pub(crate) stop: CallContext,
     pub(crate) door: Option<Arc<dyn Door>>,
     /// What the guest has written to files and holds open (quota.rs); with `mounts`, the
     /// file layer's state, which file calls reach through its accessor (`add_to_linker`).
@@ -119,11 +121,6 @@ pub(crate) fn add_to_linker(linker: &mut Linker<HostState>) -> wasmtime::Result<
 const DOOR_NO_HOST: i32 = -1;
 const DOOR_FAULT: i32 = -2;
 
-fn span(ptr: i32, len: usize, mem_len: usize) -> Option<std::ops::Range<usize>> {
-    let start = ptr as u32 as usize;
-    let end = start.checked_add(len)?;
-    (end <= mem_len).then_some(start..end)
-}
 
 /// `host.call(ptr, len, out_ptr_ptr, out_len_ptr) -> i32`: one frame through the door.
 fn door_call(
@@ -195,12 +192,12 @@ fn door_call(
     Ok(0)
 }
 
-// WASI errno values used here.
+// The WASI errno values used here, from the one table.
 const ERRNO_SUCCESS: i32 = 0;
-const ERRNO_BADF: u16 = 8;
-const ERRNO_FAULT: i32 = 21;
-const ERRNO_INVAL: i32 = 28;
-const ERRNO_NOMEM: i32 = 48;
+const ERRNO_BADF: u16 = Errno::Badf as u16;
+const ERRNO_FAULT: i32 = Errno::Fault as i32;
+const ERRNO_INVAL: i32 = Errno::Inval as i32;
+const ERRNO_NOMEM: i32 = Errno::Nomem as i32;
 
 const SUB_SIZE: usize = 48;
 const EVENT_SIZE: usize = 32;

@@ -119,7 +119,8 @@ fn run_on_this_thread(
         Err(e) => return done(Err(e)),
     };
     let limits = &config.limits;
-    let deadline = limits.deadline.map(|d| started + d);
+    // A deadline past what a clock can hold is no deadline (and no panic).
+    let deadline = limits.deadline.and_then(|d| started.checked_add(d));
     let ending = guest.call(
         limits.fuel,
         |g| {

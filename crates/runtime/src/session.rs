@@ -387,7 +387,7 @@ impl Live {
     /// Runs one turn; the second value says why the session ended with it, if it did.
     fn run_turn(&mut self, turn: &Turn) -> (Completed, Option<SessionEnd>) {
         let started = Instant::now();
-        let deadline = turn.deadline.map(|d| started + d);
+        let deadline = turn.deadline.and_then(|d| started.checked_add(d));
         let mut asked_exit = false;
         let ending = self.guest.call(
             turn.fuel,
@@ -421,7 +421,7 @@ impl Live {
         let ending = self.guest.call(
             None,
             |g| {
-                g.arm(Some(started + within), None, 1 << 20, &CancelToken::new())?;
+                g.arm(started.checked_add(within), None, 1 << 20, &CancelToken::new())?;
                 if finish { g.call_turn(FINISH) } else { g.call_shutdown() }
             },
             |v| Ok(if finish && (256..512).contains(&v) { v - 256 } else { v }),

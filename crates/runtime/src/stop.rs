@@ -1,15 +1,10 @@
-//! Ending a run from outside: the run's stop state (the door's deadline and cancel) and
-//! the epoch ticker that makes a computing guest look at it.
+//! The epoch ticker: what makes a computing guest look at its run's stop state (the
+//! door's [`crate::CallContext`]: the deadline and the cancel) every [`TICK`].
 
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
 
 use parking_lot::{Condvar, Mutex};
-
-/// What a running guest checks at each epoch tick and in long host calls: the run's
-/// deadline and cancel, and `check()`. It is the door's call context, so the door, the
-/// mounts and the epoch callback ask one question ("cancelled, or past the deadline?").
-pub(crate) type StopState = wasi_python_door::CallContext;
 
 /// The epoch tick. Deadlines and cancels are seen at this granularity while the
 /// guest computes.

@@ -482,3 +482,13 @@ fn a_call_gets_only_the_guests_arguments() {
     }
     assert_eq!(*host.0.lock(), [vec![], vec!["b".to_owned()], vec!["a".to_owned(), "b".to_owned()]]);
 }
+
+#[test]
+fn a_timeout_past_the_clocks_range_is_no_timeout_not_a_panic() {
+    let now = Instant::now();
+    let ctx = wasi_python_door::CallContext { deadline: None, cancel: Default::default() };
+    assert_eq!(ctx.end_of_call(now, Some(Duration::MAX)), None);
+    let deadline = now + Duration::from_secs(1);
+    let ctx = wasi_python_door::CallContext { deadline: Some(deadline), ..ctx };
+    assert_eq!(ctx.end_of_call(now, Some(Duration::MAX)), Some(deadline - wasi_python_door::DEADLINE_MARGIN));
+}

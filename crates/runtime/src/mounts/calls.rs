@@ -14,14 +14,14 @@ use wasi_python_files::{DirEntry, Resolved, encode_dirents, file_name, parent, r
 use super::{Content, Errno, FileError, FileKind, FileProvider, MountTable, Node, Open, Route, Stat, now_ns};
 use crate::guest_mem::GuestMem;
 use crate::quota::{FileState, MAX_CREATED_ENTRIES};
-use crate::stop::StopState;
+use crate::CallContext;
 
 /// What a call on a mount reaches: the run's mounts, what the guest may take in files
 /// (shared with host files), the run's deadline and cancel, and the guest's memory.
 pub(crate) struct Cx<'a, 'm> {
     pub(crate) t: &'a mut MountTable,
     pub(crate) quota: &'a mut FileState,
-    pub(crate) stop: &'a StopState,
+    pub(crate) stop: &'a CallContext,
     pub(crate) mem: &'a mut GuestMem<'m>,
 }
 
@@ -102,7 +102,7 @@ fn resolve_at(cx: &Cx<'_, '_>, fd: i32, path: i32, len: i32) -> Option<Result<(u
 }
 
 /// The stat of `path` in mount `m`: an open file's staged one, else the provider's.
-fn stat_of(t: &mut MountTable, m: usize, p: &str, stop: &StopState) -> Result<Stat, Errno> {
+fn stat_of(t: &mut MountTable, m: usize, p: &str, stop: &CallContext) -> Result<Stat, Errno> {
     if let Some(node) = t.nodes.get(&(m, p.to_owned())) {
         return Ok(node_stat(node));
     }
@@ -555,7 +555,7 @@ pub(crate) fn fd_readdir(cx: &mut Cx<'_, '_>, fd: i32, buf: i32, buf_len: i32, c
 
 /// The folder `p`'s entries as `fd_readdir` lists them from cookie 0: ".", "..", the
 /// provider's, and files created and still open; kept on the descriptor for later cookies.
-fn listing(t: &mut MountTable, fd: i32, m: usize, p: &str, stop: &StopState) -> Result<Arc<Vec<DirEntry>>, Errno> {
+fn listing(t: &mut MountTable, fd: i32, m: usize, p: &str, stop: &CallContext) -> Result<Arc<Vec<DirEntry>>, Errno> {
     let q = p.to_owned();
     let listed = t.invoke(m, "list", p, stop, move |f| f.list(&q))?;
     let child = |name: &str| if p == "/" { format!("/{name}") } else { format!("{p}/{name}") };

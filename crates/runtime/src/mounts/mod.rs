@@ -30,7 +30,7 @@ pub use wasi_python_files::{Change, Errno, FileError, FileFault, FileKind, FileP
 use wasi_python_files::DirEntry;
 
 use crate::door::{Abandonment, Bound, Unanswered};
-use crate::stop::StopState;
+use crate::CallContext;
 
 /// The first descriptor number of a file or folder opened under a mount. wasmtime-wasi
 /// numbers its own from 3 up and the guest may hold at most `max_open_files`, so the
@@ -188,9 +188,6 @@ pub(crate) struct MountTable {
     /// A provider call gave up because the run was cancelled or out of time: the guest
     /// must stop at its next epoch check (files.rs, `settle`).
     pub(crate) stopped: bool,
-    /// The run's deadline and cancel as the guest's latest file call saw them (a session
-    /// re-arms them each turn): the write-back at the run's end keeps to them.
-    stop_seen: StopState,
     pub(crate) record: FileRecord,
 }
 
@@ -207,7 +204,6 @@ impl MountTable {
             max_calls,
             max_file_bytes,
             stopped: false,
-            stop_seen: StopState { deadline: None, cancel: crate::CancelToken::new() },
             record: FileRecord::default(),
         }
     }
@@ -220,11 +216,6 @@ impl MountTable {
             Some(i) => Route::Root(i),
             None => Route::Wasi,
         }
-    }
-
-    /// A file call of the guest's sees the run's deadline and cancel (each call tells).
-    pub(crate) fn saw(&mut self, stop: &StopState) {
-        self.stop_seen.clone_from(stop);
     }
 
     /// The descriptors the guest holds in the mounts (files and folders).
@@ -274,7 +265,7 @@ impl MountTable {
     /// `stat` from the cache, else from the provider (and cached). Every answer is kept,
     /// refusals included, except those that say the provider could not answer now: EIO
     /// (also a fault, or `max_file_calls` spent), ETIMEDOUT and EAGAIN.
-    pub(crate) fn stat(&mut self, m: usize, path: &str, stop: &StopState) -> Result<Stat, Errno> {
+    pub(crate) fn stat(&mut self, m: usize, path: &str, stop: &CallContext) -> Result<Stat, Errno> {
         if let Some(r) = self.cache.get(&(m, path.to_owned())) {
             return *r;
         }
@@ -292,7 +283,7 @@ impl MountTable {
         m: usize,
         method: &'static str,
         path: &str,
-        stop: &StopState,
+        stop: &CallContext,
         f: impl FnOnce(&dyn FileProvider) -> Result<T, FileError> + Send + 'static,
     ) -> Result<T, Errno> {
         if self.max_calls.is_some_and(|cap| self.record.total >= cap) {
@@ -327,7 +318,7 @@ impl MountTable {
 
     /// Hands a changed file's whole content to the provider, unless it was removed while
     /// open; the outcome is recorded.
-    pub(crate) fn flush(&mut self, m: usize, path: &str, node: &Arc<Mutex<Node>>, stop: &StopState) -> Result<(), Errno> {
+    pub(crate) fn flush(&mut self, m: usize, path: &str, node: &Arc<Mutex<Node>>, stop: &CallContext) -> Result<(), Errno> {
         let data = {
             let mut n = node.lock();
             if !n.dirty || n.unlinked {
@@ -375,8 +366,7 @@ impl MountTable {
     /// passed), or after its cancel, whichever comes first; with neither, each write has
     /// its mount's timeout. A cancel during the write-back gives up the write in flight
     /// and leaves the rest the grace. Every file not delivered is named in the record.
-    pub(crate) fn flush_all(&mut self) {
-        let run = self.stop_seen.clone();
+    pub(crate) fn flush_all(&mut self, run: &CallContext) {
         let grace = |from: Instant| from + WRITE_BACK_GRACE;
         let mut cancelled = run.cancel.is_cancelled();
         let now = Instant::now();
@@ -397,7 +387,7 @@ impl MountTable {
                 until = Some(until.map_or(grace(now), |u| u.min(grace(now))));
             }
             let delivered = until.is_none_or(|u| now < u) && {
-                let stop = StopState {
+                let stop = CallContext {
                     // `invoke` stops a call DEADLINE_MARGIN before the deadline it is given.
                     deadline: until.map(|u| u + crate::DEADLINE_MARGIN),
                     cancel: if cancelled { after_cancel.clone() } else { run.cancel.clone() },
@@ -421,7 +411,7 @@ fn on_thread<T: Send + 'static>(
     provider: Arc<dyn FileProvider>,
     f: impl FnOnce(&dyn FileProvider) -> Result<T, FileError> + Send + 'static,
     until: Option<Instant>,
-    stop: &StopState,
+    stop: &CallContext,
 ) -> Result<Result<T, FileError>, Unanswered> {
     if ABANDONED.load(Ordering::Acquire) >= MAX_ABANDONED {
         // Recorded as a fault, EIO to the guest; no thread is started.

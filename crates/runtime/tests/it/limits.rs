@@ -158,3 +158,28 @@ fn more_live_stores_than_pool_slots_still_run() {
     drop(sessions);
     assert_eq!(text(&run("print('after')").stdout), "after\n");
 }
+
+/// An embedder's durations past what a clock can hold mean "no limit", never a panic
+/// (issue 18: `Instant + Duration` overflowed on the run's thread).
+#[test]
+fn durations_past_the_clocks_range_are_no_limit_not_a_panic() {
+    use wasi_python_runtime::{MemoryFiles, Mount, SessionLimits, Turn};
+
+    let huge = Duration::MAX;
+    let files = std::sync::Arc::new(MemoryFiles::new(vec![("a.txt".to_owned(), bytes_of("hi"))], false).unwrap());
+    let cfg = RunConfig::new(["-c", "print(open('/m/a.txt').read())"])
+        .deadline(Some(huge))
+        .mount(Mount::new(files, "/m", false).timeout(huge));
+    let done = run(cfg);
+    assert_eq!((done.exit_code, text(&done.stdout).as_str()), (Some(0), "hi\n"), "{}", text(&done.stderr));
+
+    let limits = SessionLimits { idle: Some(huge), lifetime: Some(huge), shutdown: huge };
+    let s = runtime().open_session(RunConfig::new(Vec::<String>::new()), limits).expect("a session opens");
+    let turn = Turn { code: "print(1)".into(), deadline: Some(huge), output_bytes: 100, fuel: None, cancel: Default::default() };
+    assert_eq!(text(&s.turn(turn).expect("the session lives").stdout), "1\n");
+    assert!(s.close().is_some());
+}
+
+fn bytes_of(s: &str) -> bytes::Bytes {
+    bytes::Bytes::copy_from_slice(s.as_bytes())
+}
