@@ -9,6 +9,7 @@
 
 mod dist;
 mod fuzz;
+mod tidy;
 mod util;
 
 use anyhow::{Result, bail};
