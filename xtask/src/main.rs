@@ -1,8 +1,10 @@
-//! Project chores that cargo does not do: `cargo xtask <dist|test|bench|demo>`.
+//! Project chores that cargo does not do: `cargo xtask <dist|test|bench|demo|venv|fuzz>`.
 //!
 //! - `dist`: lays out the guest artifacts (pinned wheel, checked, plus our guest
 //!   `host` package) and precompiles the guest for this host's wasmtime.
-//! - `test`: everything: dist, the Python extension into `.venv`, `cargo test`, pytest.
+//! - `test`: everything: dist, the Python extension into `.venv`, `cargo test` (the
+//!   tidy tests included), the fuzz targets' saved inputs, pytest, clippy.
+//! - `venv`: the project's `.venv` with the tests' pinned packages and the extension.
 //! - `bench`: criterion benches and the Python API benchmark.
 //! - `demo`: runs the guide's examples (the README's first command).
 //! - `fuzz`: runs the cargo-fuzz targets (nightly) for a given time each.

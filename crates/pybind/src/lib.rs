@@ -1,7 +1,9 @@
 //! `wasi_python._wasi_python`: the thin PyO3 layer over `wasi-python-runtime`.
 //!
-//! Holds no policy: argument checking and defaults live in the Python package
-//! (`python/wasi_python`), sandboxing in the runtime crate.
+//! Holds no policy: argument checking lives in the Python package
+//! (`python/wasi_python`); defaults (exported as `DEFAULTS`), the tool record and
+//! sandboxing in the runtime crate. Settings cross by keyword (`Options`), outcomes
+//! as classes read by attribute (`Outcome`).
 
 use pyo3::prelude::*;
 

@@ -89,10 +89,11 @@ pub struct Limits {
     pub output_bytes: usize,
     /// Fuel (roughly one unit per wasm instruction); `None` (default) means unmetered.
     pub fuel: Option<u64>,
-    /// Bytes the guest may write to files, in `/tmp`, its working folder and writable
-    /// grants together (default 256 MiB; `None` means none). Past it, file writes fail
-    /// with ENOSPC and the run goes on; a run overshoots by at most one write. For a
-    /// session, the total of all its turns.
+    /// Bytes the guest may write to files, in `/tmp`, its working folder, writable
+    /// grants and writable mounts together (default 256 MiB; `None` means none). Past
+    /// it, file writes fail with ENOSPC and the run goes on; on host files a run
+    /// overshoots by at most one write, on mounts not at all (a write that would pass
+    /// the quota is refused whole). For a session, the total of all its turns.
     pub file_write_bytes: Option<u64>,
     /// Descriptors the guest may hold open at once, beside stdio and its folders
     /// (default 1,024). Past it, opening fails with EMFILE. All the guests of a process
@@ -121,10 +122,10 @@ impl Default for Limits {
 /// Everything one run is given. Built deny-by-default:
 ///
 /// - no grants: the guest sees only the stdlib (read-only), matplotlib's data
-///   (read-only) and a private writable `/tmp` (also its `HOME`) that is deleted
-///   after the run;
-/// - environment: only `TMPDIR=/tmp`, `HOME=/tmp/home`, `PYTHONTZPATH=` plus what
-///   [`RunConfig::env`] adds;
+///   (read-only), and a private writable `/tmp` and working folder `/work` that are
+///   deleted after the run;
+/// - environment: only `TMPDIR=/tmp`, `HOME=` the working folder (`/work`, or
+///   [`RunConfig::workdir`]), `PYTHONTZPATH=` plus what [`RunConfig::env`] adds;
 /// - stdin empty; stdout and stderr captured, capped by [`Limits::output_bytes`];
 /// - no network (the guest has no sockets), no door (`_host.call` answers
 ///   "no host");
