@@ -261,17 +261,11 @@ impl Guest {
         Ending { exit_code, trapped, fuel_used, exited }
     }
 
-    /// Calls the `run` export (the artifact's command-line runner).
-    pub(crate) fn call_run(&mut self) -> wasmtime::Result<i32> {
+    /// Calls a no-argument export: `run` (the artifact's command-line runner) or
+    /// `shutdown` (CPython's own finalisation).
+    pub(crate) fn call_export(&mut self, name: &str) -> wasmtime::Result<i32> {
         let instance = self.exports.as_ref().expect("instantiated").instance;
-        let run = instance.get_typed_func::<(), i32>(&mut self.store, "run")?;
-        run.call(&mut self.store, ())
-    }
-
-    /// Calls the `shutdown` export (CPython's own finalisation).
-    pub(crate) fn call_shutdown(&mut self) -> wasmtime::Result<i32> {
-        let instance = self.exports.as_ref().expect("instantiated").instance;
-        let f = instance.get_typed_func::<(), i32>(&mut self.store, "shutdown")?;
+        let f = instance.get_typed_func::<(), i32>(&mut self.store, name)?;
         f.call(&mut self.store, ())
     }
 

@@ -130,7 +130,7 @@ fn run_on_this_thread(
             g.instantiate(prepared)?;
             g.arm(deadline, limits.fuel, limits.output_bytes, &config.cancel)?;
             match &program {
-                Program::Run(_) => g.call_run(),
+                Program::Run(_) => g.call_export("run"),
                 // `main` ends in os._exit; a turn that returns failed before the program
                 // (its traceback is on stderr): its low byte is the status.
                 Program::Turn(code) => g.call_turn(code),

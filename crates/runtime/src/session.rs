@@ -422,7 +422,7 @@ impl Live {
             None,
             |g| {
                 g.arm(started.checked_add(within), None, 1 << 20, &CancelToken::new())?;
-                if finish { g.call_turn(FINISH) } else { g.call_shutdown() }
+                if finish { g.call_turn(FINISH) } else { g.call_export("shutdown") }
             },
             |v| Ok(if finish && (256..512).contains(&v) { v - 256 } else { v }),
         );
