@@ -1,6 +1,7 @@
 //! Tidy checks that run as `#[test]`s (as rust-analyzer's `tidy.rs`): the map in
 //! ARCHITECTURE.md names every source file, and every module says what it is in its
-//! first line (a `//!` line in Rust, a docstring in Python).
+//! first line (a `//!` line in Rust, a docstring in Python); and the extension and the
+//! tests build one feature set of every shared dependency (so wasmtime is compiled once).
 
 #[cfg(test)]
 mod tests {
@@ -130,5 +131,43 @@ mod tests {
         for (rel, want) in cases {
             assert_eq!(named(map, rel), want, "{rel}");
         }
+    }
+
+    /// Each package with the features it is built with, for `args` of `cargo tree`.
+    fn feature_sets(args: &[&str]) -> std::collections::BTreeMap<String, std::collections::BTreeSet<String>> {
+        let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
+        let out = std::process::Command::new(cargo)
+            .arg("tree")
+            .args(args)
+            .args(["--prefix", "none", "--no-dedupe", "--offline", "-f", "{p} {f}"])
+            .current_dir(workspace_root())
+            .output()
+            .expect("running cargo tree");
+        assert!(out.status.success(), "cargo tree failed: {}", String::from_utf8_lossy(&out.stderr));
+        let mut sets = std::collections::BTreeMap::<String, std::collections::BTreeSet<String>>::new();
+        for line in String::from_utf8_lossy(&out.stdout).lines() {
+            let mut words = line.split(' ');
+            if let (Some(name), Some(version)) = (words.next(), words.next()) {
+                let features = words.filter(|w| !w.starts_with('(')).collect::<Vec<_>>().join(" ");
+                sets.entry(format!("{name} {version}")).or_default().insert(features);
+            }
+        }
+        sets
+    }
+
+    /// maturin builds the extension alone; `cargo test --workspace` builds it with every
+    /// dev-dependency. A dependency built with other features in the two would be
+    /// compiled twice, with all that stands on it (wasmtime): pybind's Cargo.toml names
+    /// the dev-dependencies' features to keep the sets equal.
+    #[test]
+    fn one_feature_set_for_the_extension_and_the_tests() {
+        let alone = feature_sets(&["-p", "wasi-python-pybind", "-e", "normal,build"]);
+        let tests = feature_sets(&["--workspace", "-e", "normal,build,dev"]);
+        let differ: Vec<String> = alone
+            .iter()
+            .filter(|(package, features)| tests.get(*package) != Some(*features))
+            .map(|(package, features)| format!("{package}: {features:?} alone, {:?} in the tests", tests.get(package)))
+            .collect();
+        assert!(differ.is_empty(), "add these features to crates/pybind/Cargo.toml:\n{}", differ.join("\n"));
     }
 }
