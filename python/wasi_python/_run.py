@@ -78,18 +78,26 @@ def prepare(preload: Optional[Iterable[str]] = None) -> Path:
 
 
 def _precompile(where: str | os.PathLike[str] | None = None) -> None:
-    """Compiles the guest for this machine's wasmtime now (``cargo xtask dist`` calls it)."""
+    """Compiles the guest for this machine's wasmtime now (``cargo xtask dist`` calls it):
+    the plain flavour only; the fuel-metered one is compiled by the first run with ``fuel=``."""
     import time
 
     path = str(where) if where is not None else str(artifacts())
     t = time.perf_counter()
-    files = _ext.precompile(path)
-    print(f"guest ready in {time.perf_counter() - t:.1f} s: {', '.join(map(str, files))}")
+    file = _ext.precompile(path)
+    print(f"guest ready in {time.perf_counter() - t:.1f} s ({_ext.cpu_level(path)}, {_ext.cache_origin(file)}): {file}")
     n = _compile_guest_package(Path(path))
     print(f"guest package: {n} modules compiled to bytecode by the guest's CPython")
     t = time.perf_counter()
     image = _ext.prepare_preload(path, None)
     print(f"default preload ({', '.join(_ext.default_preload(path))}) ready in {time.perf_counter() - t:.1f} s: {image}")
+
+
+def _shippable(where: str) -> str:
+    """What ``cargo xtask wheel`` ships: the CPU level this machine compiles for, the
+    compiled guest and the default preload's snapshot (built now if missing), a line each."""
+    files = [_ext.precompile(where), _ext.prepare_preload(where, None)]
+    return "\n".join([f"cpu {_ext.cpu_level(where)}", *(f"file {f}" for f in files)])
 
 
 _GUEST_PKG = "/usr/local/lib/wasi-python"

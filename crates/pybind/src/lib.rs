@@ -30,6 +30,8 @@ fn _wasi_python(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(run::run, m)?)?;
     m.add_function(wrap_pyfunction!(run::check_artifacts, m)?)?;
     m.add_function(wrap_pyfunction!(run::precompile, m)?)?;
+    m.add_function(wrap_pyfunction!(run::cpu_level, m)?)?;
+    m.add_function(wrap_pyfunction!(run::cache_origin, m)?)?;
     m.add_function(wrap_pyfunction!(run::default_preload, m)?)?;
     m.add_function(wrap_pyfunction!(run::prepare_preload, m)?)?;
     m.add_function(wrap_pyfunction!(run::check_schema, m)?)?;

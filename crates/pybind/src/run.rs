@@ -35,17 +35,25 @@ pub(crate) fn check_artifacts(dir: &str) -> PyResult<Option<u32>> {
     Ok(rt.artifacts().protocol())
 }
 
-/// Compiles (or loads from the cache) both engine flavours now. Returns the cache files.
+/// Compiles (or loads from the cache, or unpacks) the guest's plain flavour now; the
+/// fuel-metered one is compiled on first need. Returns the cache file.
 #[pyfunction]
-pub(crate) fn precompile(py: Python<'_>, dir: &str) -> PyResult<Vec<PathBuf>> {
+pub(crate) fn precompile(py: Python<'_>, dir: &str) -> PyResult<PathBuf> {
     let rt = runtime_for(dir).map_err(errors::to_py)?;
-    py.detach(|| {
-        [Flavour::Plain, Flavour::Metered]
-            .into_iter()
-            .map(|f| rt.prepare(f))
-            .collect::<Result<Vec<_>, _>>()
-    })
-    .map_err(errors::to_py)
+    py.detach(|| rt.prepare(Flavour::Plain)).map_err(errors::to_py)
+}
+
+/// The CPU level the runtime of `dir` compiles for: "x86-64-v2" or "native".
+#[pyfunction]
+pub(crate) fn cpu_level(dir: &str) -> PyResult<&'static str> {
+    Ok(runtime_for(dir).map_err(errors::to_py)?.cpu_level().as_str())
+}
+
+/// Where a cache file came from ("compiled", "built", "unpacked"), or None when it
+/// is missing or damaged (its sidecar's length and checksum do not match).
+#[pyfunction]
+pub(crate) fn cache_origin(py: Python<'_>, path: PathBuf) -> Option<&'static str> {
+    py.detach(|| wasi_python_runtime::check_cache_file(&path)).map(|o| o.as_str())
 }
 
 /// Cancels a run from any thread.

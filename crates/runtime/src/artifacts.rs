@@ -27,6 +27,7 @@ pub struct Artifacts {
     guest_path: Option<String>,
     python: String,
     protocol: Option<u32>,
+    compiled_dirs: Vec<PathBuf>,
 }
 
 impl Artifacts {
@@ -68,6 +69,9 @@ impl Artifacts {
         let (mut module, mut sha, mut stdlib, mut mpl, mut python, mut protocol, mut guest) =
             (None, None, None, None, None, None, None);
         let mut stdlib_sha = None;
+        // Folders of shipped compiled code: `compiled` in the set, and those the MANIFEST
+        // names (the wheel's companion package, beside this one). Missing ones are skipped.
+        let mut compiled_dirs = vec![dir.join("compiled")];
         for line in lines {
             let mut words = line.split_whitespace();
             match (words.next(), words.next(), words.next()) {
@@ -81,6 +85,7 @@ impl Artifacts {
                 }
                 (Some("mpl-data"), Some(d), _) => mpl = Some(d.to_owned()),
                 (Some("guest"), Some(d), _) => guest = Some(d.to_owned()),
+                (Some("compiled"), Some(d), _) => compiled_dirs.push(dir.join(d)),
                 (Some("python"), Some(v), _) => python = Some(v.to_owned()),
                 (Some("protocol"), Some(v), _) => {
                     protocol = Some(v.parse().map_err(|_| {
@@ -141,6 +146,7 @@ impl Artifacts {
             mpl_data,
             python,
             protocol,
+            compiled_dirs: compiled_dirs.into_iter().filter(|d| d.is_dir()).collect(),
             dir,
         })
     }
@@ -165,6 +171,11 @@ impl Artifacts {
     pub(crate) fn guest_dir(&self) -> Option<PathBuf> {
         let rel = self.guest_path.as_deref()?.strip_prefix("/usr/local/lib/")?;
         Some(self.stdlib_dir.join(rel))
+    }
+
+    /// The folders of shipped compiled code (each with a `COMPILED` list) that exist.
+    pub fn compiled_dirs(&self) -> &[PathBuf] {
+        &self.compiled_dirs
     }
 
     pub fn python_version(&self) -> &str {

@@ -9,7 +9,7 @@ use parking_lot::Mutex;
 use wasmtime::{Config, Engine, InstancePre, Linker, Module};
 
 use crate::host::{self, HostState};
-use crate::{Artifacts, Error};
+use crate::{Artifacts, Error, cached};
 
 /// The wasmtime this runtime is built on; part of every cache key.
 pub const WASMTIME_VERSION: &str = "48.0.8";
@@ -91,10 +91,75 @@ fn pooling_config() -> wasmtime::PoolingAllocationConfig {
     p
 }
 
-fn config(flavour: Flavour, pooled: Option<wasmtime::PoolingAllocationConfig>) -> Config {
+/// The CPU level the guest's code is compiled for.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum CpuLevel {
+    /// x86-64-v2 (SSE4.2, POPCNT, CMPXCHG16B): what the wheel ships, so the code
+    /// compiled on one machine loads on any x86-64 machine of the last 15 years.
+    Portable,
+    /// Every feature of this machine's CPU (what wasmtime picks by default).
+    Native,
+}
+
+/// The environment variable choosing [`CpuLevel`]: `native` or `portable`.
+pub const CPU_ENV: &str = "WASI_PYTHON_CPU";
+
+impl CpuLevel {
+    /// `$WASI_PYTHON_CPU` if it says `native`; else portable code where this CPU runs
+    /// it (x86-64 with the v2 features), else native.
+    pub fn from_env() -> CpuLevel {
+        if std::env::var_os(CPU_ENV).is_some_and(|v| v == "native") || !Self::portable_runs_here() {
+            CpuLevel::Native
+        } else {
+            CpuLevel::Portable
+        }
+    }
+
+    /// Whether this CPU has every feature x86-64-v2 code may use.
+    pub fn portable_runs_here() -> bool {
+        #[cfg(target_arch = "x86_64")]
+        {
+            std::arch::is_x86_feature_detected!("sse3")
+                && std::arch::is_x86_feature_detected!("ssse3")
+                && std::arch::is_x86_feature_detected!("sse4.1")
+                && std::arch::is_x86_feature_detected!("sse4.2")
+                && std::arch::is_x86_feature_detected!("popcnt")
+                && std::arch::is_x86_feature_detected!("cmpxchg16b")
+        }
+        #[cfg(not(target_arch = "x86_64"))]
+        {
+            false
+        }
+    }
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            CpuLevel::Portable => "x86-64-v2",
+            CpuLevel::Native => "native",
+        }
+    }
+}
+
+fn config(flavour: Flavour, pooled: Option<wasmtime::PoolingAllocationConfig>, cpu: CpuLevel) -> Result<Config, Error> {
     let mut c = Config::new();
     if let Some(p) = pooled {
         c.allocation_strategy(wasmtime::InstanceAllocationStrategy::Pooling(p));
+    }
+    if cpu == CpuLevel::Portable {
+        // Naming the target stops wasmtime from inferring this CPU's features; the
+        // preset then enables exactly x86-64-v2's.
+        c.target(&target_lexicon::HOST.to_string()).map_err(|e| Error::Module(format!("{e:#}")))?;
+        #[expect(
+            unsafe_code,
+            reason = "a Cranelift preset of CPU features: every feature it names is checked \
+                      present on this CPU (`portable_runs_here`) before it is chosen, and \
+                      wasmtime checks them again when it loads the code"
+        )]
+        // SAFETY: see the reason above.
+        unsafe {
+            c.cranelift_flag_enable("x86-64-v2");
+        }
     }
     c.epoch_interruption(true)
         .consume_fuel(flavour == Flavour::Metered)
@@ -105,8 +170,11 @@ fn config(flavour: Flavour, pooled: Option<wasmtime::PoolingAllocationConfig>) -
         .wasm_backtrace_max_frames(None)
         // wasmtime refuses a wasm stack larger than the async stack, even unused.
         .async_stack_size(MAX_WASM_STACK + (1 << 20))
-        .max_wasm_stack(MAX_WASM_STACK);
-    c
+        .max_wasm_stack(MAX_WASM_STACK)
+        // The map from machine code back to wasm offsets serves backtraces and
+        // debuggers only, neither of which a run uses: 28 MB less compiled code.
+        .generate_address_map(false);
+    Ok(c)
 }
 
 /// The default cache folder: `$WASI_PYTHON_CACHE`, else `$XDG_CACHE_HOME/wasi-python`,
@@ -131,18 +199,19 @@ pub(crate) fn prepare(
     cache_dir: &Path,
     flavour: Flavour,
     pooling: bool,
+    cpu: CpuLevel,
 ) -> Result<Flavoured, Error> {
     // The allocator does not change the generated code: both engines load one cache file.
     // With a pool, the on-demand engine is loaded only when the pool is full: each loaded
     // copy maps the compiled code again and costs its own resident pages (16 MB).
     let pooled = if pooling {
-        prepare_engine(artifacts, cache_dir, flavour, Some(pooling_config())).ok()
+        prepare_engine(artifacts, cache_dir, flavour, Some(pooling_config()), cpu).ok()
     } else {
         None
     };
     let on_demand = std::sync::OnceLock::new();
     if pooled.is_none() {
-        let _ = on_demand.set(prepare_engine(artifacts, cache_dir, flavour, None)?);
+        let _ = on_demand.set(prepare_engine(artifacts, cache_dir, flavour, None, cpu)?);
     }
     Ok(Flavoured {
         pooled,
@@ -151,6 +220,7 @@ pub(crate) fn prepare(
         artifacts: artifacts.clone(),
         cache_dir: cache_dir.to_owned(),
         flavour,
+        cpu,
         live: Arc::new(AtomicUsize::new(0)),
         image: None,
     })
@@ -165,6 +235,7 @@ pub(crate) struct Flavoured {
     artifacts: Artifacts,
     cache_dir: PathBuf,
     flavour: Flavour,
+    cpu: CpuLevel,
     /// Stores alive in the pooled engine's slots, shared with the flavours made from
     /// this one by [`Flavoured::with_image`] (they use the same pool).
     live: Arc<AtomicUsize>,
@@ -206,7 +277,7 @@ impl Flavoured {
         if let Some(p) = self.on_demand.get() {
             return Ok(p);
         }
-        let mut p = prepare_engine(&self.artifacts, &self.cache_dir, self.flavour, None)?;
+        let mut p = prepare_engine(&self.artifacts, &self.cache_dir, self.flavour, None, self.cpu)?;
         if let Some((image, pages)) = &self.image {
             p = p.with_image(image, *pages)?;
         }
@@ -232,6 +303,7 @@ impl Flavoured {
             artifacts: self.artifacts.clone(),
             cache_dir: self.cache_dir.clone(),
             flavour: self.flavour,
+            cpu: self.cpu,
             live: self.live.clone(),
             image: Some((image.to_owned(), pages)),
         })
@@ -252,13 +324,18 @@ fn prepare_engine(
     cache_dir: &Path,
     flavour: Flavour,
     pooled: Option<wasmtime::PoolingAllocationConfig>,
+    cpu: CpuLevel,
 ) -> Result<Prepared, Error> {
-    let engine = Engine::new(&config(flavour, pooled)).map_err(|e| Error::Module(format!("{e:#}")))?;
+    let engine = Engine::new(&config(flavour, pooled, cpu)?).map_err(|e| Error::Module(format!("{e:#}")))?;
     let path = cache_path(artifacts, cache_dir, &engine);
-    let module = match load_cached(&engine, &path) {
-        Some(m) => m,
-        None => compile_and_cache(artifacts, &engine, &path)?,
+    let what = match flavour {
+        Flavour::Plain => "the guest",
+        Flavour::Metered => "the guest's fuel-metered flavour (for runs with fuel=)",
     };
+    let read = || {
+        std::fs::read(artifacts.module()).map_err(|e| Error::io(format!("reading {}", artifacts.module().display()), e))
+    };
+    let (module, _) = load_or_compile(&engine, &path, artifacts.compiled_dirs(), what, &read, &notice)?;
     let mut linker = Linker::new(&engine);
     host::add_to_linker(&mut linker).map_err(|e| Error::Internal(format!("{e:#}")))?;
     let pre = linker
@@ -267,10 +344,21 @@ fn prepare_engine(
     Ok(Prepared { engine, pre })
 }
 
+/// Says something the user should know on stderr: a wait of minutes ahead, or a
+/// shipped file that could not be used.
+pub(crate) fn notice(message: &str) {
+    eprintln!("wasi_python: {message}");
+}
+
+/// Bumped when what is compiled changes beyond the engine's settings (which key the
+/// cache through wasmtime's compatibility hash): since 2, the name section is dropped.
+const RECIPE: &str = "recipe 2";
+
 /// `<module sha256 prefix>-wasmtime<version>-<engine settings hash>.cwasm`
 pub(crate) fn cache_path(artifacts: &Artifacts, cache_dir: &Path, engine: &Engine) -> PathBuf {
     let mut h = std::collections::hash_map::DefaultHasher::new();
     engine.precompile_compatibility_hash().hash(&mut h);
+    RECIPE.hash(&mut h);
     let sha = artifacts.module_sha256();
     let sha = if sha.len() >= 16 { &sha[..16] } else { "unhashed" };
     cache_dir.join(format!(
@@ -279,40 +367,116 @@ pub(crate) fn cache_path(artifacts: &Artifacts, cache_dir: &Path, engine: &Engin
     ))
 }
 
-fn load_cached(engine: &Engine, path: &Path) -> Option<Module> {
-    if !path.is_file() {
-        return None;
-    }
+/// The compiled module at `path` in the cache, else unpacked from a shipped copy in
+/// `shipped`, else compiled from `wasm()` (saying so first, with the expected wait)
+/// and cached. A damaged file is never served: the cache's sidecar check and
+/// wasmtime's own header check (CPU features, engine settings) refuse it, the
+/// refusal is said, and the module is compiled instead.
+pub(crate) fn load_or_compile(
+    engine: &Engine,
+    path: &Path,
+    shipped: &[PathBuf],
+    what: &str,
+    wasm: &dyn Fn() -> Result<Vec<u8>, Error>,
+    notice: &dyn Fn(&str),
+) -> Result<(Module, cached::Origin), Error> {
+    let cached_why = match cached::check(path) {
+        Some(origin) => match load_cached(engine, path) {
+            Ok(m) => return Ok((m, origin)),
+            Err(e) => Some(format!("the cached {} does not load ({e:#})", path.display())),
+        },
+        None if path.exists() => Some(format!(
+            "the cached {} is damaged (not the length or checksum it was written with)",
+            path.display()
+        )),
+        None => None,
+    };
+    let shipped_why = match cached::unpack(shipped, path) {
+        Ok(true) => match load_cached(engine, path) {
+            Ok(m) => return Ok((m, cached::Origin::Unpacked)),
+            Err(e) => format!("the shipped compiled code does not load on this machine ({e:#})"),
+        },
+        Ok(false) => "no compiled copy for this machine is shipped or cached".to_owned(),
+        Err(e) => format!("the shipped compiled code is damaged ({e})"),
+    };
+    let why = cached_why.unwrap_or(shipped_why);
+    let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
+    let minutes = (COMPILE_CORE_SECONDS / cores as f64 / 60.0).ceil();
+    notice(&format!(
+        "{why}: compiling {what} now, once; this takes about {minutes} min on {cores} cores, \
+         and the result is cached in {}",
+        path.parent().map_or_else(|| path.display().to_string(), |d| d.display().to_string())
+    ));
+    let module = compile_and_cache(engine, path, &wasm()?)?;
+    Ok((module, cached::Origin::Compiled))
+}
+
+/// What compiling the guest costs in CPU time (measured: 95 s on 2 cores).
+const COMPILE_CORE_SECONDS: f64 = 190.0;
+
+fn load_cached(engine: &Engine, path: &Path) -> Result<Module, wasmtime::Error> {
     #[expect(
         unsafe_code,
         reason = "deserialising trusts the file: we only load .cwasm files this runtime \
-                  wrote itself, into the user's own cache folder, named by the engine's \
-                  compatibility hash"
+                  wrote itself (or unpacked from the package's shipped copy), checked \
+                  whole against their sidecar, named by the engine's compatibility hash"
     )]
     // SAFETY: see the reason above; a stale or foreign file fails the header check
     // and is recompiled.
-    let module = unsafe { Module::deserialize_file(engine, path) };
-    module.ok()
+    unsafe {
+        Module::deserialize_file(engine, path)
+    }
 }
 
-fn compile_and_cache(artifacts: &Artifacts, engine: &Engine, path: &Path) -> Result<Module, Error> {
-    let wasm = std::fs::read(artifacts.module())
-        .map_err(|e| Error::io(format!("reading {}", artifacts.module().display()), e))?;
+/// The guest module as it is compiled: without its name section (function names for
+/// backtraces, which runs do not take), 14 MB of the module and of the compiled code.
+pub(crate) fn without_names(wasm: &[u8]) -> Vec<u8> {
+    let mut out = Vec::with_capacity(wasm.len());
+    let Some(header) = wasm.get(..8) else { return wasm.to_vec() };
+    out.extend_from_slice(header);
+    let mut at = 8;
+    while at < wasm.len() {
+        let start = at;
+        let id = wasm[at];
+        at += 1;
+        let Some((size, n)) = leb_u32(&wasm[at..]) else { return wasm.to_vec() };
+        at += n;
+        let Some(body) = wasm.get(at..at + size as usize) else { return wasm.to_vec() };
+        at += size as usize;
+        let is_names = id == 0 && leb_u32(body).is_some_and(|(len, n)| body.get(n..n + len as usize) == Some(b"name"));
+        if !is_names {
+            out.extend_from_slice(&wasm[start..at]);
+        }
+    }
+    out
+}
+
+fn leb_u32(bytes: &[u8]) -> Option<(u32, usize)> {
+    let mut value = 0u32;
+    for (i, &b) in bytes.iter().take(5).enumerate() {
+        value |= u32::from(b & 0x7f) << (7 * i);
+        if b & 0x80 == 0 {
+            return Some((value, i + 1));
+        }
+    }
+    None
+}
+
+fn compile_and_cache(engine: &Engine, path: &Path, wasm: &[u8]) -> Result<Module, Error> {
     let compiled = engine
-        .precompile_module(&wasm)
+        .precompile_module(&without_names(wasm))
         .map_err(|e| Error::Module(format!("compiling the guest: {e:#}")))?;
-    drop(wasm);
     if let Some(dir) = path.parent() {
         std::fs::create_dir_all(dir)
             .map_err(|e| Error::io(format!("creating {}", dir.display()), e))?;
     }
     // Write-then-rename, so a concurrent process never loads half a file.
-    let tmp = path.with_extension(format!("tmp{}", std::process::id()));
+    let tmp = cached::temp_path(path);
     std::fs::write(&tmp, &compiled).map_err(|e| Error::io(format!("writing {}", tmp.display()), e))?;
-    std::fs::rename(&tmp, path).map_err(|e| Error::io(format!("renaming {}", tmp.display()), e))?;
     drop(compiled);
+    cached::seal(&tmp, path, cached::Origin::Compiled)?;
     load_cached(engine, path)
-        .ok_or_else(|| Error::Module(format!("the freshly written {} does not load", path.display())))
+        .map_err(|e| Error::Module(format!("the freshly written {} does not load: {e:#}", path.display())))
 }
 
 /// The compiled guest of one artifact set: its flavours, prepared lazily and shared by
@@ -322,13 +486,20 @@ pub(crate) struct Flavours {
     artifacts: Artifacts,
     cache_dir: PathBuf,
     pooling: bool,
+    cpu: CpuLevel,
     plain: Mutex<Option<Arc<Flavoured>>>,
     metered: Mutex<Option<Arc<Flavoured>>>,
 }
 
 impl Flavours {
     pub(crate) fn new(artifacts: Artifacts, cache_dir: PathBuf, pooling: bool) -> Flavours {
-        Flavours { artifacts, cache_dir, pooling, plain: Mutex::new(None), metered: Mutex::new(None) }
+        let cpu = CpuLevel::from_env();
+        Flavours { artifacts, cache_dir, pooling, cpu, plain: Mutex::new(None), metered: Mutex::new(None) }
+    }
+
+    /// The CPU level this runtime compiles for (and loads compiled code of).
+    pub(crate) fn cpu(&self) -> CpuLevel {
+        self.cpu
     }
 
     pub(crate) fn artifacts(&self) -> &Artifacts {
@@ -353,8 +524,136 @@ impl Flavours {
         if let Some(p) = &*slot {
             return Ok(p.clone());
         }
-        let p = Arc::new(prepare(&self.artifacts, &self.cache_dir, flavour, self.pooling)?);
+        let p = Arc::new(prepare(&self.artifacts, &self.cache_dir, flavour, self.pooling, self.cpu)?);
         *slot = Some(p.clone());
         Ok(p)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::cell::RefCell;
+
+    use super::*;
+
+    /// The smallest module: compiling it takes milliseconds.
+    const EMPTY: &[u8] = b"\0asm\x01\0\0\0";
+
+    fn dir(name: &str) -> PathBuf {
+        let d = std::env::temp_dir().join(format!("wasi-python-engine-test-{}-{name}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&d);
+        std::fs::create_dir_all(&d).unwrap();
+        d
+    }
+
+    /// Ships `compiled` as the copy of the cache file `name`, in `dir`.
+    fn ship(dir: &Path, name: &str, compiled: &[u8]) {
+        std::fs::write(dir.join("0.zst"), zstd::stream::encode_all(compiled, 3).unwrap()).unwrap();
+        let list = format!("{}\n{name} 0.zst {}\n", cached::COMPILED_MAGIC, compiled.len());
+        std::fs::write(dir.join("COMPILED"), list).unwrap();
+    }
+
+    fn runtime_engine() -> Engine {
+        Engine::new(&config(Flavour::Plain, None, CpuLevel::from_env()).unwrap()).unwrap()
+    }
+
+    /// Loads through [`load_or_compile`], returning the origin and the notices given.
+    fn load(engine: &Engine, path: &Path, shipped: &Path) -> (cached::Origin, Vec<String>) {
+        let notices = RefCell::new(Vec::new());
+        let (_, origin) = load_or_compile(engine, path, &[shipped.to_owned()], "a test module", &|| Ok(EMPTY.to_vec()), &|m| {
+            notices.borrow_mut().push(m.to_owned())
+        })
+        .unwrap();
+        (origin, notices.into_inner())
+    }
+
+    #[test]
+    fn a_shipped_copy_that_fits_is_unpacked_and_then_served_from_the_cache() {
+        let d = dir("fits");
+        let engine = runtime_engine();
+        let path = d.join("cache").join("m.cwasm");
+        ship(&d, "m.cwasm", &engine.precompile_module(EMPTY).unwrap());
+        assert_eq!(load(&engine, &path, &d), (cached::Origin::Unpacked, vec![]));
+        assert_eq!(load(&engine, &path, &d), (cached::Origin::Unpacked, vec![]));
+    }
+
+    #[test]
+    fn code_for_a_cpu_feature_this_host_lacks_is_refused_and_compiled_instead() {
+        #[cfg(target_arch = "x86_64")]
+        let lacking = [("has_avx512f", "avx512f"), ("has_avx512vbmi", "avx512vbmi"), ("has_avx512vl", "avx512vl")]
+            .into_iter()
+            .find(|(_, f)| !match *f {
+                "avx512f" => std::arch::is_x86_feature_detected!("avx512f"),
+                "avx512vbmi" => std::arch::is_x86_feature_detected!("avx512vbmi"),
+                _ => std::arch::is_x86_feature_detected!("avx512vl"),
+            });
+        #[cfg(not(target_arch = "x86_64"))]
+        let lacking: Option<(&str, &str)> = None;
+        let Some((flag, _)) = lacking else {
+            eprintln!("this CPU has every feature the test could claim; the engine-settings test covers refusal");
+            return;
+        };
+        let mut c = Config::new();
+        c.target(&target_lexicon::HOST.to_string()).unwrap();
+        #[expect(unsafe_code, reason = "compiling for a CPU feature this host lacks, never running it")]
+        // SAFETY: the code is only refused by wasmtime's check, never run.
+        unsafe {
+            c.cranelift_flag_enable(flag);
+        }
+        let foreign = Engine::new(&c).unwrap().precompile_module(EMPTY).unwrap();
+        let d = dir("cpu");
+        let path = d.join("cache").join("m.cwasm");
+        ship(&d, "m.cwasm", &foreign);
+        let (origin, notices) = load(&runtime_engine(), &path, &d);
+        assert_eq!(origin, cached::Origin::Compiled);
+        assert_eq!(notices.len(), 1, "{notices:?}");
+        assert!(notices[0].contains("does not load on this machine"), "{notices:?}");
+        // The compiled copy replaced it: the next load takes it from the cache, silently.
+        assert_eq!(load(&runtime_engine(), &path, &d), (cached::Origin::Compiled, vec![]));
+    }
+
+    #[test]
+    fn code_compiled_with_other_engine_settings_is_refused_and_compiled_instead() {
+        let metered = Engine::new(&config(Flavour::Metered, None, CpuLevel::from_env()).unwrap()).unwrap();
+        let d = dir("settings");
+        let path = d.join("cache").join("m.cwasm");
+        ship(&d, "m.cwasm", &metered.precompile_module(EMPTY).unwrap());
+        let (origin, notices) = load(&runtime_engine(), &path, &d);
+        assert_eq!(origin, cached::Origin::Compiled);
+        assert_eq!(notices.len(), 1, "{notices:?}");
+    }
+
+    #[test]
+    fn a_damaged_cache_file_is_compiled_again_not_served() {
+        let d = dir("damaged");
+        let engine = runtime_engine();
+        let path = d.join("m.cwasm");
+        assert_eq!(load(&engine, &path, &d).0, cached::Origin::Compiled);
+        let mut bytes = std::fs::read(&path).unwrap();
+        let at = bytes.len() / 2;
+        bytes[at] ^= 0xff;
+        std::fs::write(&path, &bytes).unwrap();
+        let (origin, notices) = load(&engine, &path, &d);
+        assert_eq!(origin, cached::Origin::Compiled);
+        assert_eq!(notices.len(), 1, "the rebuild is said: {notices:?}");
+        // A truncated one too.
+        std::fs::write(&path, &bytes[..at]).unwrap();
+        assert_eq!(load(&engine, &path, &d).0, cached::Origin::Compiled);
+    }
+
+    #[test]
+    fn the_name_section_is_dropped_and_nothing_else() {
+        // header, a custom "name" section, a custom "other" section, an empty type section
+        let mut m = EMPTY.to_vec();
+        m.extend_from_slice(&[0, 6, 4, b'n', b'a', b'm', b'e', 0]);
+        m.extend_from_slice(&[0, 6, 5, b'o', b't', b'h', b'e', b'r']);
+        m.extend_from_slice(&[1, 1, 0]);
+        let mut want = EMPTY.to_vec();
+        want.extend_from_slice(&[0, 6, 5, b'o', b't', b'h', b'e', b'r']);
+        want.extend_from_slice(&[1, 1, 0]);
+        assert_eq!(without_names(&m), want);
+        // A malformed module is passed on whole, for wasmtime to refuse.
+        assert_eq!(without_names(&[0, 1, 2]), vec![0, 1, 2]);
+        assert_eq!(without_names(&m[..m.len() - 1]), m[..m.len() - 1].to_vec());
     }
 }

@@ -21,6 +21,7 @@
 //! ```
 
 mod artifacts;
+mod cached;
 mod config;
 mod engine;
 mod error;
@@ -48,7 +49,8 @@ pub use mounts::{
     Change, DEFAULT_FILE_TIMEOUT, DEFAULT_MAX_FILE_CALLS, Errno, FileError, FileFault, FileKind, FileProvider, FileRecord, MemoryFiles,
     Mount, RECORD_LIMIT, Stat, WRITE_BACK_GRACE,
 };
-pub use engine::{CACHE_ENV, Flavour, WASMTIME_VERSION, default_cache_dir};
+pub use cached::{COMPILED_MAGIC, Origin as CacheOrigin, check as check_cache_file};
+pub use engine::{CACHE_ENV, CPU_ENV, CpuLevel, Flavour, WASMTIME_VERSION, default_cache_dir};
 pub use error::Error;
 pub use files::{DEFAULT_FILE_WRITE_BYTES, DEFAULT_MAX_OPEN_FILES, MAX_CREATED_ENTRIES, guest_descriptors_held};
 pub use tempdir::sweep_private_folders;

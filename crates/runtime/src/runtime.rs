@@ -68,6 +68,11 @@ impl Runtime {
         self.inner.flavours.artifacts()
     }
 
+    /// The CPU level this runtime's compiled code is for ([`engine::CpuLevel::from_env`]).
+    pub fn cpu_level(&self) -> engine::CpuLevel {
+        self.inner.flavours.cpu()
+    }
+
     /// The engines a run of `config` starts from, and whether that is a snapshot with
     /// modules preloaded (then the program is started by a turn; see snapshot.rs).
     pub(crate) fn flavour_for(&self, config: &RunConfig) -> Result<(Arc<Flavoured>, bool), Error> {

@@ -20,7 +20,7 @@
 //! generators, clocks and folders cached by modules.
 
 use std::collections::HashMap;
-use std::io::{Seek, SeekFrom, Write};
+use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -29,9 +29,9 @@ use parking_lot::Mutex;
 use sha2::{Digest, Sha256};
 
 use crate::config::Preload;
-use crate::engine::{Flavour, Flavoured, Flavours, WASMTIME_VERSION};
+use crate::engine::{Flavour, Flavoured, Flavours, WASMTIME_VERSION, notice};
 use crate::guest::{ARGV0, Guest, OpenFiles, SETUP_DEADLINE, py_str, setup_code};
-use crate::{Artifacts, CancelToken, Error, RunConfig};
+use crate::{Artifacts, CancelToken, Error, RunConfig, cached};
 
 /// Bumped when the image's layout or the build's steps change.
 const FORMAT: &str = "wasi-python snapshot 1";
@@ -225,7 +225,9 @@ fn hash_tree(h: &mut Sha256, root: &Path, dir: &Path) -> Result<(), Error> {
     Ok(())
 }
 
+/// The image at `path` if it is whole (its sidecar's length and checksum match).
 fn load(path: &Path) -> Option<Image> {
+    cached::check(path)?;
     let len = std::fs::metadata(path).ok().filter(|m| m.is_file())?.len();
     (len > 0 && len % WASM_PAGE == 0).then(|| Image { path: path.to_owned(), pages: len / WASM_PAGE })
 }
@@ -250,6 +252,16 @@ fn load_or_build(base: &Flavours, modules: &[String]) -> Result<Image, Error> {
         .map_err(|e| Error::io(format!("locking {}", lock_path.display()), e.into()))?;
     if let Some(image) = load(&path) {
         return Ok(image);
+    }
+    // The wheel ships the default preload's image.
+    match cached::unpack(artifacts.compiled_dirs(), &path) {
+        Ok(true) => {
+            if let Some(image) = load(&path) {
+                return Ok(image);
+            }
+        }
+        Ok(false) => {}
+        Err(e) => notice(&format!("the shipped snapshot is damaged ({e}); building it instead")),
     }
     let mut memory = build_memory(&*base.get(Flavour::Plain)?, artifacts, modules)?;
     let module = std::fs::read(artifacts.module())
@@ -332,28 +344,12 @@ const BUILD_DEADLINE: std::time::Duration = std::time::Duration::from_secs(600);
 
 /// Writes `memory` to `path` (write-then-rename) leaving its zero pages as holes.
 fn write_sparse(path: &Path, memory: &[u8]) -> Result<(), Error> {
-    const PAGE: usize = 4096;
-    let tmp = path.with_extension(format!("tmp{}", std::process::id()));
+    let tmp = cached::temp_path(path);
     let io = |e| Error::io(format!("writing {}", tmp.display()), e);
-    let mut f = std::fs::File::create(&tmp).map_err(io)?;
-    let mut page = 0;
-    let pages = memory.len().div_ceil(PAGE);
-    let zero = |p: usize| memory[p * PAGE..((p + 1) * PAGE).min(memory.len())].iter().all(|&b| b == 0);
-    while page < pages {
-        if zero(page) {
-            page += 1;
-            continue;
-        }
-        let start = page;
-        while page < pages && !zero(page) {
-            page += 1;
-        }
-        f.seek(SeekFrom::Start((start * PAGE) as u64)).map_err(io)?;
-        f.write_all(&memory[start * PAGE..(page * PAGE).min(memory.len())]).map_err(io)?;
-    }
-    f.set_len(memory.len() as u64).map_err(io)?;
-    drop(f);
-    std::fs::rename(&tmp, path).map_err(|e| Error::io(format!("renaming {}", tmp.display()), e))
+    let mut w = cached::SparseWriter::new(std::fs::File::create(&tmp).map_err(io)?);
+    w.write_all(memory).map_err(io)?;
+    w.finish().map_err(io)?;
+    cached::seal(&tmp, path, cached::Origin::Built)
 }
 
 /// Where wasi-libc keeps its table of preopened folders, as (address, width) of each

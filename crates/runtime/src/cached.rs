@@ -1,0 +1,311 @@
+//! Files of the compiled-guest cache: written whole (write-then-rename) with a sidecar
+//! (`<file>.sum`) naming their length, CRC-32 and origin; checked against it before
+//! they are served, so a truncated, edited or half-written file is rebuilt, never
+//! loaded; and unpacked from shipped copies (the companion wheel's zstd files, listed
+//! in a `COMPILED` file) when the artifact set names a folder of them.
+
+use std::fs::File;
+use std::io::{self, Read, Seek, SeekFrom, Write};
+use std::path::{Path, PathBuf};
+
+use crate::Error;
+
+/// The first line of a shipped folder's `COMPILED` list.
+pub const COMPILED_MAGIC: &str = "wasi-python-compiled 1";
+
+/// Where a cache file came from (its sidecar says).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum Origin {
+    /// Compiled on this machine.
+    Compiled,
+    /// Built on this machine (a snapshot's memory image).
+    Built,
+    /// Unpacked from a shipped copy.
+    Unpacked,
+}
+
+impl Origin {
+    /// `compiled`, `built` or `unpacked`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Origin::Compiled => "compiled",
+            Origin::Built => "built",
+            Origin::Unpacked => "unpacked",
+        }
+    }
+
+    fn parse(s: &str) -> Option<Origin> {
+        Some(match s {
+            "compiled" => Origin::Compiled,
+            "built" => Origin::Built,
+            "unpacked" => Origin::Unpacked,
+            _ => return None,
+        })
+    }
+}
+
+fn sidecar(path: &Path) -> PathBuf {
+    let mut s = path.as_os_str().to_owned();
+    s.push(".sum");
+    PathBuf::from(s)
+}
+
+/// The CRC-32 and length of everything `r` yields.
+fn crc_of(mut r: impl Read) -> io::Result<(u32, u64)> {
+    let mut h = crc32fast::Hasher::new();
+    let mut buf = vec![0u8; 1 << 20];
+    let mut len = 0u64;
+    loop {
+        let n = r.read(&mut buf)?;
+        if n == 0 {
+            return Ok((h.finalize(), len));
+        }
+        h.update(&buf[..n]);
+        len += n as u64;
+    }
+}
+
+/// The origin of the file at `path` if it is whole: its sidecar exists and names the
+/// file's length and CRC-32. Reads the whole file (about 30 ms for the compiled guest).
+pub fn check(path: &Path) -> Option<Origin> {
+    let side = std::fs::read_to_string(sidecar(path)).ok()?;
+    let mut words = side.split_whitespace();
+    let len: u64 = words.next()?.parse().ok()?;
+    let crc = u32::from_str_radix(words.next()?, 16).ok()?;
+    let origin = Origin::parse(words.next()?)?;
+    let file = File::open(path).ok()?;
+    if file.metadata().ok()?.len() != len {
+        return None;
+    }
+    (crc_of(file).ok()? == (crc, len)).then_some(origin)
+}
+
+/// Moves the finished `tmp` to `path` and writes its sidecar: the file first, so a
+/// process that dies in between leaves a file without a sidecar, which is rebuilt.
+pub(crate) fn seal(tmp: &Path, path: &Path, origin: Origin) -> Result<(), Error> {
+    let io = |what: &str, p: &Path, e| Error::io(format!("{what} {}", p.display()), e);
+    let (crc, len) = crc_of(File::open(tmp).map_err(|e| io("reading", tmp, e))?).map_err(|e| io("reading", tmp, e))?;
+    let side = sidecar(path);
+    let _ = std::fs::remove_file(&side);
+    std::fs::rename(tmp, path).map_err(|e| io("renaming", tmp, e))?;
+    let side_tmp = side.with_extension(format!("tmp{}", std::process::id()));
+    std::fs::write(&side_tmp, format!("{len} {crc:08x} {}\n", origin.as_str())).map_err(|e| io("writing", &side_tmp, e))?;
+    std::fs::rename(&side_tmp, &side).map_err(|e| io("renaming", &side_tmp, e))
+}
+
+/// A temporary file beside `path`, for write-then-rename.
+pub(crate) fn temp_path(path: &Path) -> PathBuf {
+    path.with_extension(format!("tmp{}", std::process::id()))
+}
+
+/// Writes what it is given, leaving 4 KiB blocks of zeros as holes (a memory image is
+/// mostly zeros), and sets the length at the end.
+pub(crate) struct SparseWriter {
+    file: File,
+    at: u64,
+    pending: Vec<u8>,
+}
+
+const BLOCK: usize = 4096;
+
+impl SparseWriter {
+    pub(crate) fn new(file: File) -> SparseWriter {
+        SparseWriter { file, at: 0, pending: Vec::with_capacity(BLOCK) }
+    }
+
+    fn block(&mut self, block: &[u8]) -> io::Result<()> {
+        if block.iter().any(|&b| b != 0) {
+            self.file.seek(SeekFrom::Start(self.at))?;
+            self.file.write_all(block)?;
+        }
+        self.at += block.len() as u64;
+        Ok(())
+    }
+
+    /// Writes what is left and gives the file its full length.
+    pub(crate) fn finish(mut self) -> io::Result<u64> {
+        let rest = std::mem::take(&mut self.pending);
+        self.block(&rest)?;
+        self.file.set_len(self.at)?;
+        self.file.sync_all()?;
+        Ok(self.at)
+    }
+}
+
+impl Write for SparseWriter {
+    fn write(&mut self, mut buf: &[u8]) -> io::Result<usize> {
+        let n = buf.len();
+        if !self.pending.is_empty() {
+            let take = (BLOCK - self.pending.len()).min(buf.len());
+            self.pending.extend_from_slice(&buf[..take]);
+            buf = &buf[take..];
+            if self.pending.len() == BLOCK {
+                let full = std::mem::take(&mut self.pending);
+                self.block(&full)?;
+                self.pending = full;
+                self.pending.clear();
+            }
+        }
+        while buf.len() >= BLOCK {
+            let (block, rest) = buf.split_at(BLOCK);
+            self.block(block)?;
+            buf = rest;
+        }
+        self.pending.extend_from_slice(buf);
+        Ok(n)
+    }
+
+    fn flush(&mut self) -> io::Result<()> {
+        Ok(())
+    }
+}
+
+/// One entry of a shipped folder's `COMPILED` list.
+#[derive(Debug)]
+struct Shipped {
+    file: PathBuf,
+    len: u64,
+}
+
+/// The shipped copy of the cache file `name` in `dirs`, if one is listed:
+/// each folder's `COMPILED` starts with [`COMPILED_MAGIC`], then a line per file:
+/// `<cache file name> <zstd file> <length>`.
+fn find(dirs: &[PathBuf], name: &str) -> Option<Shipped> {
+    for dir in dirs {
+        let Ok(list) = std::fs::read_to_string(dir.join("COMPILED")) else { continue };
+        let mut lines = list.lines();
+        if lines.next() != Some(COMPILED_MAGIC) {
+            continue;
+        }
+        for line in lines {
+            let mut w = line.split_whitespace();
+            if let (Some(n), Some(f), Some(len)) = (w.next(), w.next(), w.next())
+                && n == name
+                && !f.contains('/')
+                && let Ok(len) = len.parse()
+            {
+                return Some(Shipped { file: dir.join(f), len });
+            }
+        }
+    }
+    None
+}
+
+/// Unpacks the shipped copy of the cache file `path` (matched by file name) from `dirs`
+/// into place, checked by its length and zstd's own content checksum.
+/// `Ok(false)`: none is shipped. `Err`: one is, but it is damaged (the reason).
+pub(crate) fn unpack(dirs: &[PathBuf], path: &Path) -> Result<bool, String> {
+    let Some(name) = path.file_name().and_then(|n| n.to_str()) else { return Ok(false) };
+    let Some(shipped) = find(dirs, name) else { return Ok(false) };
+    let tmp = temp_path(path);
+    let result = (|| {
+        if let Some(dir) = path.parent() {
+            std::fs::create_dir_all(dir).map_err(|e| format!("creating {}: {e}", dir.display()))?;
+        }
+        let src = File::open(&shipped.file).map_err(|e| format!("opening {}: {e}", shipped.file.display()))?;
+        let mut decoder = zstd::stream::read::Decoder::new(src).map_err(|e| format!("{}: {e}", shipped.file.display()))?;
+        let out = File::create(&tmp).map_err(|e| format!("creating {}: {e}", tmp.display()))?;
+        let mut sparse = SparseWriter::new(out);
+        // Bounded: never more than the list says, so a hostile copy cannot fill the disk.
+        let copied = io::copy(&mut (&mut decoder).take(shipped.len + 1), &mut sparse)
+            .map_err(|e| format!("{} does not decompress: {e}", shipped.file.display()))?;
+        if copied != shipped.len {
+            return Err(format!("{} holds {copied} bytes, its list says {}", shipped.file.display(), shipped.len));
+        }
+        sparse.finish().map_err(|e| format!("writing {}: {e}", tmp.display()))?;
+        seal(&tmp, path, Origin::Unpacked).map_err(|e| e.to_string())
+    })();
+    if result.is_err() {
+        let _ = std::fs::remove_file(&tmp);
+    }
+    result.map(|()| true)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn ship(dir: &Path, name: &str, body: &[u8], listed_len: u64) {
+        let z = zstd::stream::encode_all(body, 3).unwrap();
+        std::fs::write(dir.join("x.zst"), z).unwrap();
+        std::fs::write(dir.join("COMPILED"), format!("{COMPILED_MAGIC}\n{name} x.zst {listed_len}\n")).unwrap();
+    }
+
+    fn body() -> Vec<u8> {
+        let mut b = vec![0u8; 3 * BLOCK + 100];
+        b[BLOCK + 7] = 1;
+        b[3 * BLOCK + 99] = 9;
+        b
+    }
+
+    #[test]
+    fn unpacked_files_match_and_are_checked() {
+        let d = tempdir();
+        let ship_dir = d.join("ship");
+        std::fs::create_dir_all(&ship_dir).unwrap();
+        ship(&ship_dir, "a.cwasm", &body(), body().len() as u64);
+        let path = d.join("cache").join("a.cwasm");
+        assert_eq!(unpack(std::slice::from_ref(&ship_dir), &path), Ok(true));
+        assert_eq!(std::fs::read(&path).unwrap(), body());
+        assert_eq!(check(&path), Some(Origin::Unpacked));
+        // Not listed: nothing to unpack.
+        assert_eq!(unpack(&[ship_dir], &d.join("cache").join("b.cwasm")), Ok(false));
+    }
+
+    #[test]
+    fn a_damaged_cache_file_fails_its_check() {
+        let d = tempdir();
+        let path = d.join("f");
+        let tmp = temp_path(&path);
+        std::fs::write(&tmp, body()).unwrap();
+        seal(&tmp, &path, Origin::Compiled).unwrap();
+        assert_eq!(check(&path), Some(Origin::Compiled));
+        // Same length, one byte changed.
+        let mut b = body();
+        b[5] = 3;
+        std::fs::write(&path, &b).unwrap();
+        assert_eq!(check(&path), None);
+        // Truncated.
+        std::fs::write(&path, &body()[..100]).unwrap();
+        assert_eq!(check(&path), None);
+        // No sidecar.
+        std::fs::write(&path, body()).unwrap();
+        std::fs::remove_file(sidecar(&path)).unwrap();
+        assert_eq!(check(&path), None);
+    }
+
+    #[test]
+    fn damaged_shipped_copies_are_refused_and_leave_nothing() {
+        let d = tempdir();
+        let path = d.join("cache").join("a.cwasm");
+        // The list claims another length.
+        ship(&d, "a.cwasm", &body(), 10);
+        assert!(unpack(std::slice::from_ref(&d), &path).is_err());
+        assert!(!path.exists());
+        // The compressed file is truncated.
+        ship(&d, "a.cwasm", &body(), body().len() as u64);
+        let z = std::fs::read(d.join("x.zst")).unwrap();
+        std::fs::write(d.join("x.zst"), &z[..z.len() / 2]).unwrap();
+        assert!(unpack(std::slice::from_ref(&d), &path).is_err());
+        assert!(!path.exists());
+        // Not zstd at all.
+        std::fs::write(d.join("x.zst"), b"hello").unwrap();
+        assert!(unpack(&[d.clone()], &path).is_err());
+        assert!(!path.exists());
+        assert!(std::fs::read_dir(d.join("cache")).unwrap().next().is_none(), "no temporary file is left");
+    }
+
+    fn tempdir() -> PathBuf {
+        use std::sync::atomic::{AtomicUsize, Ordering};
+        static N: AtomicUsize = AtomicUsize::new(0);
+        let d = std::env::temp_dir().join(format!(
+            "wasi-python-cached-test-{}-{}",
+            std::process::id(),
+            N.fetch_add(1, Ordering::SeqCst)
+        ));
+        let _ = std::fs::remove_dir_all(&d);
+        std::fs::create_dir_all(&d).unwrap();
+        d
+    }
+}
