@@ -27,7 +27,7 @@ const PINNED: &[(&str, &str)] = &[
 /// The tool-protocol version our guest package speaks.
 const PROTOCOL: u32 = 1;
 /// Bump when the layout below changes, so an old dist is redone.
-const LAYOUT: u32 = 3;
+const LAYOUT: u32 = 4;
 /// Our guest package's folder inside `lib/` (the guest's `/usr/local/lib`).
 const GUEST_DIR: &str = "wasi-python";
 
@@ -215,10 +215,11 @@ fn lay_out(wheel: &Path, out: &Path, guest: &BTreeMap<String, Vec<u8>>) -> Resul
     // Matplotlib's data must be a real folder (an inner zip in the stdlib zip).
     extract_zip(&read_member(&zip_path, "matplotlib/mpl-data.zip")?, &out.join("mpl-data"))?;
 
-    // The guest module itself (the snapshot) and the plain module stay as they are.
-    for f in ["python-snapshot.wasm", "python.wasm"] {
-        fs::rename(upstream.join(f), out.join(f))?;
-    }
+    // The guest module itself (the snapshot), as it is. The wheel's plain `python.wasm`
+    // (the interpreter before its snapshot, 99 MB) is checked as pinned, then dropped:
+    // nothing runs it, and the Python wheel would carry it.
+    fs::rename(upstream.join("python-snapshot.wasm"), out.join("python-snapshot.wasm"))?;
+    fs::remove_file(upstream.join("python.wasm"))?;
     let snapshot_sha = PINNED[0].1;
     let zip_sha = PINNED[2].1;
     let mut m = String::new();
@@ -230,9 +231,12 @@ fn lay_out(wheel: &Path, out: &Path, guest: &BTreeMap<String, Vec<u8>>) -> Resul
     m.push_str(&format!("guest lib/{GUEST_DIR}\n"));
     m.push_str("mpl-data mpl-data\n");
     m.push_str(&format!("base {WHEEL_REQ} {WHEEL_SHA256}\n"));
+    // Installed from wheels, the guest compiled ahead of time is a package beside
+    // this one (`cargo xtask wheel`); the runtime skips the folder where it is absent.
+    m.push_str("compiled ../../wasi_python_compiled\n");
     fs::write(out.join("MANIFEST"), &m)?;
     let mut sums = String::new();
-    for f in ["MANIFEST", "python-snapshot.wasm", "python.wasm"] {
+    for f in ["MANIFEST", "python-snapshot.wasm"] {
         sums.push_str(&format!("{}  {f}\n", sha256_file(&out.join(f))?));
     }
     sums.push_str(&format!("{zip_sha}  lib/{zip_name}\n"));

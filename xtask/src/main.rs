@@ -1,4 +1,4 @@
-//! Project chores that cargo does not do: `cargo xtask <dist|test|bench|demo|venv|fuzz>`.
+//! Project chores that cargo does not do: `cargo xtask <dist|test|bench|demo|venv|fuzz|wheel>`.
 //!
 //! - `dist`: lays out the guest artifacts (pinned wheel, checked, plus our guest
 //!   `host` package) and precompiles the guest for this host's wasmtime.
@@ -8,11 +8,14 @@
 //! - `bench`: criterion benches and the Python API benchmark.
 //! - `demo`: runs the guide's examples (the README's first command).
 //! - `fuzz`: runs the cargo-fuzz targets (nightly) for a given time each.
+//! - `wheel`: the installable wheels (the extension with the artifacts, and the guest
+//!   compiled ahead of time); `--check` installs them into a new venv and tries them.
 
 mod dist;
 mod fuzz;
 mod tidy;
 mod util;
+mod wheel;
 
 use anyhow::{Result, bail};
 
@@ -29,6 +32,7 @@ fn main() -> Result<()> {
         Some("demo") => util::demo(),
         Some("venv") => util::venv().map(|_| ()),
         Some("fuzz") => fuzz::fuzz(rest()),
+        Some("wheel") => wheel::wheel(rest()),
         _ => bail!(
             "usage: cargo xtask <command>\n\
              \n  dist    lay out and precompile the guest artifacts\
@@ -36,6 +40,7 @@ fn main() -> Result<()> {
              \n  bench   run the benchmarks (criterion and the Python API)\
              \n  demo    run the guide's examples\
              \n  venv    build the Python extension into .venv\
+             \n  wheel   build the installable wheels: [--check] installs and tries them\
              \n  fuzz    run the fuzz targets: [--time SECS] [TARGET...] (nightly, cargo-fuzz)"
         ),
     }

@@ -65,16 +65,14 @@ pub(crate) fn venv() -> Result<PathBuf> {
         run(Command::new(&py).args(["-m", "pip", "install", "--quiet", "-r"]).arg(&requirements))?;
         std::fs::write(&stamp, &wanted).with_context(|| format!("writing {}", stamp.display()))?;
     }
-    // maturin: the venv's own, else the machine's, else install it into the venv.
-    let mut maturin = venv.join("bin").join("maturin");
-    if !maturin.exists() {
-        maturin = match which("maturin") {
-            Some(m) => m,
-            None => {
-                run(Command::new(&py).args(["-m", "pip", "install", "--quiet", "maturin"]))?;
-                venv.join("bin").join("maturin")
-            }
-        };
+    let maturin = maturin(&py)?;
+    // The extension is abi3 (`_wasi_python.abi3.so`); a version-tagged one left by an older
+    // build would be imported first.
+    for entry in std::fs::read_dir(root.join("python/wasi_python"))?.flatten() {
+        let name = entry.file_name().to_string_lossy().into_owned();
+        if name.starts_with("_wasi_python.cpython-") && name.ends_with(".so") {
+            std::fs::remove_file(entry.path())?;
+        }
     }
     run(Command::new(&maturin)
         .args(["develop", "--quiet"])
@@ -82,6 +80,20 @@ pub(crate) fn venv() -> Result<PathBuf> {
         .env("VIRTUAL_ENV", &venv)
         .env_remove("CONDA_PREFIX"))?;
     Ok(py)
+}
+
+/// maturin: the venv's own, else the machine's, else installed into the venv.
+pub(crate) fn maturin(py: &std::path::Path) -> Result<PathBuf> {
+    let venv_bin = py.parent().context("the venv's python has no folder")?;
+    let own = venv_bin.join("maturin");
+    if own.exists() {
+        return Ok(own);
+    }
+    if let Some(m) = which("maturin") {
+        return Ok(m);
+    }
+    run(Command::new(py).args(["-m", "pip", "install", "--quiet", "maturin"]))?;
+    Ok(own)
 }
 
 pub(crate) fn test(args: Vec<String>) -> Result<()> {

@@ -1,0 +1,295 @@
+//! `cargo xtask wheel [--check]`: the installable wheels, in `<target>/wheels`.
+//!
+//! - `wasi-python-sandbox` (abi3, Python ≥ 3.10, a manylinux tag maturin picks): the
+//!   extension, built by maturin in the profile the tests use (so nothing is compiled
+//!   again), with the guest artifacts; its METADATA gains a dependency on
+//! - `wasi-python-sandbox-compiled` (same platform tag, no Python code of note): the
+//!   guest compiled ahead of time for x86-64-v2 and the default preload's snapshot,
+//!   zstd-compressed, with their `COMPILED` list. The runtime unpacks them into the
+//!   cache on first use (crates/runtime/src/cached.rs). Two wheels because one would be
+//!   over PyPI's 100 MB limit for a file.
+//!
+//! `--check` then installs both into a new venv and runs `tests/wheel/check_wheel.py`
+//! there with an empty cache: the README's first example and a pandas program, and
+//! nothing may be compiled.
+
+use std::fs::{self, File};
+use std::io::{Read, Write};
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::time::Instant;
+
+use anyhow::{Context, Result, bail, ensure};
+use sha2::{Digest, Sha256};
+
+use crate::util::{run, target_dir, workspace_root};
+
+const COMPILED_NAME: &str = "wasi-python-sandbox-compiled";
+const COMPILED_PKG: &str = "wasi_python_compiled";
+const COMPILED_MAGIC: &str = "wasi-python-compiled 1";
+/// zstd's level for the shipped files, measured on the compiled guest (246 MB): 9 gives
+/// 52 MB in 8.5 s; 19 gives 45 MB in 150 s on 2 cores. The minutes are not worth 7 MB.
+const ZSTD_LEVEL: i32 = 9;
+
+pub(crate) fn wheel(args: Vec<String>) -> Result<()> {
+    let check = match args.as_slice() {
+        [] => false,
+        [a] if a == "--check" => true,
+        _ => bail!("usage: cargo xtask wheel [--check]"),
+    };
+    let dist = crate::dist::dist()?;
+    let py = crate::util::venv()?;
+    crate::dist::precompile(&dist, &py)?;
+    let out = target_dir().join("wheels");
+    let _ = fs::remove_dir_all(&out);
+    fs::create_dir_all(&out)?;
+    let version = package_version()?;
+
+    // The shipped files: what this machine's cache holds for the portable CPU level.
+    let report = Command::new(&py)
+        .args(["-c", "import sys, wasi_python._run as r; print(r._shippable(sys.argv[1]))"])
+        .arg(&dist)
+        .output()
+        .context("asking the package for its compiled files")?;
+    ensure!(report.status.success(), "{}", String::from_utf8_lossy(&report.stderr));
+    let report = String::from_utf8(report.stdout)?;
+    let mut files = Vec::new();
+    for line in report.lines() {
+        match line.split_once(' ') {
+            Some(("cpu", level)) => ensure!(
+                level == "x86-64-v2",
+                "this machine compiles for {level}, not x86-64-v2: its code cannot be shipped"
+            ),
+            Some(("file", path)) => files.push(PathBuf::from(path)),
+            _ => bail!("unexpected line from _shippable: {line:?}"),
+        }
+    }
+    ensure!(files.len() == 2, "expected the compiled guest and the default snapshot, got {files:?}");
+
+    let t = Instant::now();
+    run(Command::new(crate::util::maturin(&py)?)
+        .args(["build", "--quiet", "--profile", "dev", "--strip", "--out"])
+        .arg(&out)
+        .arg("--interpreter")
+        .arg(&py)
+        .current_dir(workspace_root()))?;
+    let main = only_wheel(&out)?;
+    let tag = platform_tag(&main)?;
+    eprintln!("wheel: extension built in {:.0} s: {}", t.elapsed().as_secs_f64(), main.display());
+    let req = format!("{COMPILED_NAME}=={version}; platform_machine == \"x86_64\" and sys_platform == \"linux\"");
+    add_requirement(&main, &req)?;
+
+    let t = Instant::now();
+    let companion = out.join(format!("{}-{version}-py3-none-{tag}.whl", COMPILED_NAME.replace('-', "_")));
+    write_companion(&companion, &version, &tag, &files)?;
+    eprintln!("wheel: compiled guest packed in {:.0} s", t.elapsed().as_secs_f64());
+    for w in [&main, &companion] {
+        eprintln!("wheel: {} ({:.1} MB)", w.display(), fs::metadata(w)?.len() as f64 / 1e6);
+    }
+    if check {
+        check_wheels(&out, &main)?;
+    }
+    Ok(())
+}
+
+fn package_version() -> Result<String> {
+    let text = fs::read_to_string(workspace_root().join("pyproject.toml"))?;
+    text.lines()
+        .find_map(|l| l.strip_prefix("version = \""))
+        .and_then(|v| v.strip_suffix('"'))
+        .map(str::to_owned)
+        .context("pyproject.toml has no version line")
+}
+
+fn only_wheel(dir: &Path) -> Result<PathBuf> {
+    let mut found = fs::read_dir(dir)?
+        .filter_map(|e| e.ok().map(|e| e.path()))
+        .filter(|p| p.extension().is_some_and(|e| e == "whl"));
+    let w = found.next().context("maturin wrote no wheel")?;
+    ensure!(found.next().is_none(), "maturin wrote more than one wheel");
+    Ok(w)
+}
+
+/// `wasi_python_sandbox-0.1.0-cp310-abi3-manylinux_2_34_x86_64.whl` -> `manylinux_2_34_x86_64`.
+fn platform_tag(wheel: &Path) -> Result<String> {
+    let name = wheel.file_stem().and_then(|s| s.to_str()).context("wheel name")?;
+    let parts: Vec<&str> = name.split('-').collect();
+    ensure!(parts.len() == 5, "unexpected wheel name {name}");
+    ensure!(parts[3] == "abi3", "the extension is not abi3: {name}");
+    ensure!(parts[4].contains("manylinux"), "no manylinux tag: {name}");
+    Ok(parts[4].to_owned())
+}
+
+fn b64url(bytes: &[u8]) -> String {
+    const A: &[u8; 64] = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_";
+    let mut s = String::new();
+    for c in bytes.chunks(3) {
+        let n = (u32::from(c[0]) << 16) | (u32::from(*c.get(1).unwrap_or(&0)) << 8) | u32::from(*c.get(2).unwrap_or(&0));
+        for i in 0..=c.len() {
+            s.push(A[(n >> (18 - 6 * i)) as usize & 63] as char);
+        }
+    }
+    s
+}
+
+fn record_line(name: &str, body: &[u8]) -> String {
+    format!("{name},sha256={},{}\n", b64url(&Sha256::digest(body)), body.len())
+}
+
+/// Rewrites the wheel with `Requires-Dist: req` in its METADATA (the other entries are
+/// copied as they are, compressed), and its RECORD to match.
+fn add_requirement(wheel: &Path, req: &str) -> Result<()> {
+    let tmp = wheel.with_extension("whl.tmp");
+    {
+        let mut src = zip::ZipArchive::new(File::open(wheel)?)?;
+        let mut dst = zip::ZipWriter::new(File::create(&tmp)?);
+        let names: Vec<String> = src.file_names().map(str::to_owned).collect();
+        let metadata = names.iter().find(|n| n.ends_with(".dist-info/METADATA")).context("no METADATA")?.clone();
+        let record = names.iter().find(|n| n.ends_with(".dist-info/RECORD")).context("no RECORD")?.clone();
+        let mut text = String::new();
+        src.by_name(&metadata)?.read_to_string(&mut text)?;
+        ensure!(!text.contains(COMPILED_NAME), "METADATA already names {COMPILED_NAME}");
+        // The requirement goes after the headers' last Requires-Dist (headers end at the
+        // first blank line; a description may follow).
+        let mut lines: Vec<&str> = text.split('\n').collect();
+        let end = lines.iter().position(|l| l.is_empty()).unwrap_or(lines.len());
+        let at = lines[..end].iter().rposition(|l| l.starts_with("Requires-Dist:")).map_or(end, |i| i + 1);
+        let line = format!("Requires-Dist: {req}");
+        lines.insert(at, &line);
+        let text = lines.join("\n");
+        let mut records = String::new();
+        src.by_name(&record)?.read_to_string(&mut records)?;
+        let records: String = records
+            .lines()
+            .map(|l| if l.starts_with(&format!("{metadata},")) { record_line(&metadata, text.as_bytes()) } else { format!("{l}\n") })
+            .collect();
+        for name in &names {
+            if *name == metadata || *name == record {
+                continue;
+            }
+            dst.raw_copy_file(src.by_name(name)?)?;
+        }
+        let opts = zip::write::SimpleFileOptions::default().compression_method(zip::CompressionMethod::Deflated);
+        dst.start_file(metadata.as_str(), opts)?;
+        dst.write_all(text.as_bytes())?;
+        dst.start_file(record.as_str(), opts)?;
+        dst.write_all(records.as_bytes())?;
+        dst.finish()?;
+    }
+    fs::rename(&tmp, wheel)?;
+    Ok(())
+}
+
+/// The companion wheel: `wasi_python_compiled/` with each file zstd-compressed and its
+/// `COMPILED` list, stored (not deflated again).
+fn write_companion(path: &Path, version: &str, tag: &str, files: &[PathBuf]) -> Result<()> {
+    let dist_info = format!("{}-{version}.dist-info", COMPILED_NAME.replace('-', "_"));
+    let mut entries: Vec<(String, Vec<u8>)> = Vec::new();
+    let mut list = format!("{COMPILED_MAGIC}\n");
+    for (i, f) in files.iter().enumerate() {
+        let name = f.file_name().and_then(|n| n.to_str()).context("file name")?;
+        let body = fs::read(f).with_context(|| format!("reading {}", f.display()))?;
+        let mut enc = zstd::stream::write::Encoder::new(Vec::new(), ZSTD_LEVEL)?;
+        enc.include_checksum(true)?;
+        enc.include_contentsize(true)?;
+        enc.set_pledged_src_size(Some(body.len() as u64))?;
+        enc.multithread(std::thread::available_parallelism().map_or(1, |n| n.get() as u32))?;
+        enc.write_all(&body)?;
+        let z = enc.finish()?;
+        let zname = format!("{i}.zst");
+        list.push_str(&format!("{name} {zname} {}\n", body.len()));
+        entries.push((format!("{COMPILED_PKG}/{zname}"), z));
+    }
+    entries.push((format!("{COMPILED_PKG}/COMPILED"), list.into_bytes()));
+    entries.push((
+        format!("{COMPILED_PKG}/__init__.py"),
+        b"\"\"\"The wasi_python guest compiled ahead of time for x86-64-v2 (wasmtime 48), and the\n\
+          default preload's snapshot: data the wasi_python runtime unpacks into its cache.\"\"\"\n"
+            .to_vec(),
+    ));
+    entries.push((
+        format!("{dist_info}/METADATA"),
+        format!(
+            "Metadata-Version: 2.1\nName: {COMPILED_NAME}\nVersion: {version}\n\
+             Summary: The guest of wasi-python-sandbox, compiled ahead of time for x86-64-v2.\n\
+             License: Apache-2.0\nRequires-Python: >=3.10\n"
+        )
+        .into_bytes(),
+    ));
+    entries.push((
+        format!("{dist_info}/WHEEL"),
+        format!("Wheel-Version: 1.0\nGenerator: cargo-xtask\nRoot-Is-Purelib: false\nTag: py3-none-{tag}\n").into_bytes(),
+    ));
+    let mut record: String = entries.iter().map(|(n, b)| record_line(n, b)).collect();
+    record.push_str(&format!("{dist_info}/RECORD,,\n"));
+    entries.push((format!("{dist_info}/RECORD"), record.into_bytes()));
+
+    let mut zip = zip::ZipWriter::new(File::create(path)?);
+    for (name, body) in &entries {
+        let method = if name.ends_with(".zst") { zip::CompressionMethod::Stored } else { zip::CompressionMethod::Deflated };
+        let opts = zip::write::SimpleFileOptions::default().compression_method(method).large_file(body.len() > u32::MAX as usize);
+        zip.start_file(name.as_str(), opts)?;
+        zip.write_all(body)?;
+    }
+    zip.finish()?;
+    Ok(())
+}
+
+/// Installs the wheels into a new venv and runs the check there, from a folder outside
+/// the clone, with an empty cache and no artifact variable.
+fn check_wheels(dir: &Path, main: &Path) -> Result<()> {
+    let root = workspace_root();
+    let work = target_dir().join("wheel-check");
+    let _ = fs::remove_dir_all(&work);
+    fs::create_dir_all(&work)?;
+    let venv = work.join("venv");
+    let python = std::env::var("PYTHON").unwrap_or_else(|_| "python3".into());
+    run(Command::new(&python).args(["-m", "venv"]).arg(&venv))?;
+    let py = venv.join("bin").join("python");
+    let t = Instant::now();
+    run(Command::new(&py)
+        .args(["-m", "pip", "install", "--quiet", "--disable-pip-version-check", "--find-links"])
+        .arg(dir)
+        .arg(main))?;
+    let install_s = t.elapsed().as_secs_f64();
+    let cache = work.join("cache");
+    let out = Command::new(&py)
+        .arg(root.join("tests/wheel/check_wheel.py"))
+        .arg(root.join("README.md"))
+        .env("WASI_PYTHON_CACHE", &cache)
+        .env_remove("WASI_PYTHON_ARTIFACTS")
+        .env_remove("PYTHONPATH")
+        .current_dir(&work)
+        .output()?;
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    print!("{}", String::from_utf8_lossy(&out.stdout));
+    eprint!("{stderr}");
+    ensure!(out.status.success(), "the installed wheel failed its check");
+    ensure!(
+        !stderr.contains("wasi_python: "),
+        "the installed wheel compiled or rebuilt something (see its notices above)"
+    );
+    println!("wheel check: pip install {install_s:.1} s (local files); passed");
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn base64url_matches_the_standard() {
+        assert_eq!(b64url(b""), "");
+        assert_eq!(b64url(b"f"), "Zg");
+        assert_eq!(b64url(b"fo"), "Zm8");
+        assert_eq!(b64url(b"foo"), "Zm9v");
+        assert_eq!(b64url(&[0xfb, 0xff]), "-_8");
+    }
+
+    #[test]
+    fn platform_tags_come_from_abi3_manylinux_wheels_only() {
+        let ok = Path::new("wasi_python_sandbox-0.1.0-cp310-abi3-manylinux_2_34_x86_64.whl");
+        assert_eq!(platform_tag(ok).unwrap(), "manylinux_2_34_x86_64");
+        assert!(platform_tag(Path::new("wasi_python_sandbox-0.1.0-cp311-cp311-linux_x86_64.whl")).is_err());
+    }
+}
