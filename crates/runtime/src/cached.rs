@@ -291,21 +291,38 @@ mod tests {
         assert!(!path.exists());
         // Not zstd at all.
         std::fs::write(d.join("x.zst"), b"hello").unwrap();
-        assert!(unpack(&[d.clone()], &path).is_err());
+        assert!(unpack(&[d.to_path_buf()], &path).is_err());
         assert!(!path.exists());
         assert!(std::fs::read_dir(d.join("cache")).unwrap().next().is_none(), "no temporary file is left");
     }
 
-    fn tempdir() -> PathBuf {
+    /// A fresh folder, removed when the guard drops. Not named `wasi-python-*`: that is
+    /// the runtime's private folders' prefix, which sweeps look for.
+    struct TempDir(PathBuf);
+
+    impl Drop for TempDir {
+        fn drop(&mut self) {
+            let _ = std::fs::remove_dir_all(&self.0);
+        }
+    }
+
+    impl std::ops::Deref for TempDir {
+        type Target = PathBuf;
+        fn deref(&self) -> &PathBuf {
+            &self.0
+        }
+    }
+
+    fn tempdir() -> TempDir {
         use std::sync::atomic::{AtomicUsize, Ordering};
         static N: AtomicUsize = AtomicUsize::new(0);
         let d = std::env::temp_dir().join(format!(
-            "wasi-python-cached-test-{}-{}",
+            "wasi_python_unit_cached_{}_{}",
             std::process::id(),
             N.fetch_add(1, Ordering::SeqCst)
         ));
         let _ = std::fs::remove_dir_all(&d);
         std::fs::create_dir_all(&d).unwrap();
-        d
+        TempDir(d)
     }
 }

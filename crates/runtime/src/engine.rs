@@ -539,11 +539,28 @@ mod tests {
     /// The smallest module: compiling it takes milliseconds.
     const EMPTY: &[u8] = b"\0asm\x01\0\0\0";
 
-    fn dir(name: &str) -> PathBuf {
-        let d = std::env::temp_dir().join(format!("wasi-python-engine-test-{}-{name}", std::process::id()));
+    /// A fresh folder, removed when the guard drops (not named `wasi-python-*`, the
+    /// prefix of the runtime's private folders).
+    struct Dir(PathBuf);
+
+    impl Drop for Dir {
+        fn drop(&mut self) {
+            let _ = std::fs::remove_dir_all(&self.0);
+        }
+    }
+
+    impl std::ops::Deref for Dir {
+        type Target = Path;
+        fn deref(&self) -> &Path {
+            &self.0
+        }
+    }
+
+    fn dir(name: &str) -> Dir {
+        let d = std::env::temp_dir().join(format!("wasi_python_unit_engine_{}_{name}", std::process::id()));
         let _ = std::fs::remove_dir_all(&d);
         std::fs::create_dir_all(&d).unwrap();
-        d
+        Dir(d)
     }
 
     /// Ships `compiled` as the copy of the cache file `name`, in `dir`.
