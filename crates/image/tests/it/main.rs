@@ -90,3 +90,18 @@ proptest! {
         let _ = decode(&framed, &Limits { max_memory_bytes: 1 << 26 });
     }
 }
+
+#[test]
+#[ignore = "writes the fuzz seeds"]
+fn write_seeds() {
+    let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../fuzz/seeds/snapshot_load");
+    std::fs::create_dir_all(&dir).unwrap();
+    let mut none = header();
+    none.base_modules.clear();
+    none.memory_pages = 1;
+    let mut one = Pages::new();
+    one.push(3, &[0x5a; PAGE]);
+    for (i, bytes) in [encode(&header(), &pages(), 3), encode(&none, &Pages::new(), 1), encode(&none, &one, 19)].iter().enumerate() {
+        std::fs::write(dir.join(format!("seed-{i:02}")), bytes).unwrap();
+    }
+}
