@@ -298,6 +298,17 @@ impl Guest {
         Some(self.store.data().memory?.data(&self.store).to_vec())
     }
 
+    /// The guest's whole linear memory, borrowed (a session snapshot, fork.rs).
+    pub(crate) fn memory_slice(&self) -> Option<&[u8]> {
+        Some(self.store.data().memory?.data(&self.store))
+    }
+
+    /// The guest's monotonic clock now, in ns.
+    pub(crate) fn clock_ns(&self) -> u64 {
+        let d = self.store.data();
+        d.mono_start.saturating_add(d.mono_origin.elapsed().as_nanos() as u64)
+    }
+
     /// Descriptors the guest opened and still holds.
     pub(crate) fn open_files(&self) -> usize {
         self.store.data().files.open_count()

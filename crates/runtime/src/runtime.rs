@@ -5,6 +5,7 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use crate::engine::{self, Flavour, Flavoured, Flavours};
+use crate::fork::Origin;
 use crate::snapshot::Snapshots;
 use crate::{Artifacts, Error, RunConfig};
 
@@ -22,6 +23,9 @@ struct Inner {
     /// The artifacts and the cache, resolved: what no writable grant may hold.
     own_files: Vec<PathBuf>,
     snapshots: Snapshots,
+    /// wasi-libc's preopen statics, read once from the module (fork.rs), with the
+    /// check that a memory image carries all of a resting guest's mutable state.
+    preopen_statics: std::sync::OnceLock<Result<Arc<Vec<(u32, usize)>>, String>>,
 }
 
 fn own_files(artifacts: &Artifacts, cache_dir: &Path) -> Vec<PathBuf> {
@@ -47,6 +51,7 @@ impl Runtime {
                 own_files: own_files(&artifacts, &cache_dir),
                 flavours: Flavours::new(artifacts, cache_dir, pooling),
                 snapshots: Snapshots::default(),
+                preopen_statics: std::sync::OnceLock::new(),
             }),
         }
     }
@@ -68,14 +73,61 @@ impl Runtime {
         self.inner.flavours.artifacts()
     }
 
-    /// The engines a run of `config` starts from, and whether that is a snapshot with
-    /// modules preloaded (then the program is started by a turn; see snapshot.rs).
-    pub(crate) fn flavour_for(&self, config: &RunConfig) -> Result<(Arc<Flavoured>, bool), Error> {
+    /// The engines a run of `config` starts from, and what its memory starts from: a
+    /// session's snapshot, a preload image (then the program is started by a turn; see
+    /// snapshot.rs), or the artifact's own bootstrap.
+    pub(crate) fn flavour_for(&self, config: &RunConfig) -> Result<(Arc<Flavoured>, Origin), Error> {
         let flavour = if config.limits.fuel.is_some() { Flavour::Metered } else { Flavour::Plain };
-        match self.inner.snapshots.flavour_for(&self.inner.flavours, config, flavour)? {
-            Some(f) => Ok((f, true)),
-            None => Ok((self.inner.flavours.get(flavour)?, false)),
+        if let Some(snap) = &config.snapshot {
+            if snap.module_sha256() != self.artifacts().module_sha256() {
+                return Err(Error::InvalidConfig {
+                    param: "snapshot",
+                    reason: "the snapshot was taken from another guest module than these artifacts'".into(),
+                });
+            }
+            if snap.memory_bytes() > config.limits.memory_bytes {
+                return Err(Error::InvalidConfig {
+                    param: "memory_bytes",
+                    reason: format!(
+                        "{} bytes is less than the {} bytes of memory the snapshot holds; raise memory_bytes",
+                        config.limits.memory_bytes,
+                        snap.memory_bytes()
+                    ),
+                });
+            }
+            let f = snap.flavour(&*self.inner.flavours.get(flavour)?, flavour)?;
+            return Ok((f, Origin::Snapshot(snap.clone())));
         }
+        match self.inner.snapshots.flavour_for(&self.inner.flavours, config, flavour)? {
+            Some((f, image, modules)) => Ok((f, Origin::Preload(image, modules))),
+            None => Ok((self.inner.flavours.get(flavour)?, Origin::Bootstrap)),
+        }
+    }
+
+    /// The plain flavour's engines.
+    pub(crate) fn plain_flavour(&self) -> Result<Arc<Flavoured>, Error> {
+        self.inner.flavours.get(Flavour::Plain)
+    }
+
+    /// The preload image of `modules` (sorted, unique), built if needed.
+    pub(crate) fn preload_image(&self, modules: &[String]) -> Result<Arc<crate::snapshot::Image>, Error> {
+        self.inner.snapshots.image(&self.inner.flavours, modules)
+    }
+
+    /// wasi-libc's preopen statics ([`crate::preopen_table`]), read from the module on
+    /// first need; an error when the module's shape is not one a snapshot can carry.
+    pub(crate) fn preopen_statics(&self) -> Result<Arc<Vec<(u32, usize)>>, Error> {
+        let fail = |reason: String| Error::Snapshot { modules: Vec::new(), reason };
+        self.inner
+            .preopen_statics
+            .get_or_init(|| {
+                let module = std::fs::read(self.artifacts().module())
+                    .map_err(|e| format!("reading {}: {e}", self.artifacts().module().display()))?;
+                crate::fork::check_globals(&module)?;
+                crate::preopen_table(&module).map(Arc::new)
+            })
+            .clone()
+            .map_err(fail)
     }
 
     /// Builds (or finds in the cache) the snapshot `preload` asks for now, instead of

@@ -54,11 +54,39 @@ pub(crate) struct Image {
     pub(crate) path: PathBuf,
     /// The memory's size, in wasm pages (the file's length).
     pub(crate) pages: u64,
+    /// The file's SHA-256: what a saved session snapshot names as its base (fork.rs).
+    sha256: std::sync::OnceLock<[u8; 32]>,
 }
 
 impl Image {
     pub(crate) fn bytes(&self) -> u64 {
         self.pages * WASM_PAGE
+    }
+
+    /// The image's SHA-256: from the `.sha256` file beside it, else hashed now (a
+    /// tenth of a second for 150 MB) and written there for later processes. A build
+    /// removes the old `.sha256` before it writes the image.
+    pub(crate) fn sha256(&self) -> Result<[u8; 32], Error> {
+        if let Some(h) = self.sha256.get() {
+            return Ok(*h);
+        }
+        let side = self.path.with_extension("sha256");
+        let read = std::fs::read(&side).ok().and_then(|b| <[u8; 32]>::try_from(b.as_slice()).ok());
+        let h = match read {
+            Some(h) => h,
+            None => {
+                let mut f = std::fs::File::open(&self.path).map_err(|e| Error::io(format!("opening {}", self.path.display()), e))?;
+                let mut h = Sha256::new();
+                std::io::copy(&mut f, &mut h).map_err(|e| Error::io(format!("reading {}", self.path.display()), e))?;
+                let h: [u8; 32] = h.finalize().into();
+                let tmp = side.with_extension(format!("tmp{}", std::process::id()));
+                if std::fs::write(&tmp, h).is_ok() {
+                    let _ = std::fs::rename(&tmp, &side);
+                }
+                h
+            }
+        };
+        Ok(*self.sha256.get_or_init(|| h))
     }
 }
 
@@ -86,7 +114,7 @@ impl Failure {
 }
 
 /// A module list, sorted and without repeats.
-type Modules = Vec<String>;
+pub(crate) type Modules = Vec<String>;
 
 /// A runtime's snapshots: images by module list, engines over them by flavour.
 #[derive(Debug, Default)]
@@ -99,14 +127,15 @@ pub(crate) struct Snapshots {
 }
 
 impl Snapshots {
-    /// The engines over the snapshot `config` asks for, or `None` to start from the
-    /// artifact's own bootstrap (no preload, or a default one that cannot serve).
+    /// The engines over the snapshot `config` asks for, with its image and module
+    /// list, or `None` to start from the artifact's own bootstrap (no preload, or a
+    /// default one that cannot serve).
     pub(crate) fn flavour_for(
         &self,
         base: &Flavours,
         config: &RunConfig,
         flavour: Flavour,
-    ) -> Result<Option<Arc<Flavoured>>, Error> {
+    ) -> Result<Option<(Arc<Flavoured>, Arc<Image>, Modules)>, Error> {
         let required = matches!(config.preload, Preload::Modules(_));
         let modules = self.modules(base, &config.preload)?;
         if modules.is_empty() {
@@ -140,11 +169,11 @@ impl Snapshots {
         let mut flavours = self.flavours.lock();
         let key = (flavour, modules);
         if let Some(f) = flavours.get(&key) {
-            return Ok(Some(f.clone()));
+            return Ok(Some((f.clone(), image, key.1)));
         }
         let f = Arc::new(base.get(flavour)?.with_image(&image.path, image.pages)?);
-        flavours.insert(key, f.clone());
-        Ok(Some(f))
+        flavours.insert(key.clone(), f.clone());
+        Ok(Some((f, image, key.1)))
     }
 
     /// The modules `preload` names, sorted and unique: [`Preload::Default`] is
@@ -227,7 +256,7 @@ fn hash_tree(h: &mut Sha256, root: &Path, dir: &Path) -> Result<(), Error> {
 
 fn load(path: &Path) -> Option<Image> {
     let len = std::fs::metadata(path).ok().filter(|m| m.is_file())?.len();
-    (len > 0 && len % WASM_PAGE == 0).then(|| Image { path: path.to_owned(), pages: len / WASM_PAGE })
+    (len > 0 && len % WASM_PAGE == 0).then(|| Image { path: path.to_owned(), pages: len / WASM_PAGE, sha256: Default::default() })
 }
 
 fn load_or_build(base: &Flavours, modules: &[String]) -> Result<Image, Error> {
@@ -268,6 +297,7 @@ fn load_or_build(base: &Flavours, modules: &[String]) -> Result<Image, Error> {
             }
         }
     }
+    let _ = std::fs::remove_file(path.with_extension("sha256"));
     write_sparse(&path, &memory)?;
     load(&path).ok_or_else(|| Error::Snapshot {
         modules: modules.to_vec(),
