@@ -13,7 +13,9 @@ from typing import TYPE_CHECKING, Any, Callable, Iterable, Mapping, Optional, Se
 if TYPE_CHECKING:
     import asyncio
 
-from . import _door, _files
+    from ._snapshot import Snapshot
+
+from . import _door, _files, _snapshot
 from . import _wasi_python as _ext
 from ._cancel import cancel_token, check_cancel
 from ._files import Mount
@@ -260,6 +262,7 @@ def run(
     preload: Optional[Iterable[str]] = None,
     mounts: Iterable[Mount] = (),
     max_file_calls: Optional[int] = DEFAULTS["max_file_calls"],
+    snapshot: Optional["Snapshot"] = None,
 ) -> Completed:
     """Runs a CPython command line in the sandbox and returns how it ended.
 
@@ -284,11 +287,16 @@ def run(
     ``mounts=[Mount(provider, "/data")]`` serves guest folders from your own code (see
     ``Mount``); ``max_file_calls`` (default 10,000, None for no limit) bounds the provider
     calls of a run: past it the guest's file calls there fail with EIO.
+
+    ``snapshot=`` (a ``Snapshot`` from ``Session.snapshot()`` or ``Snapshot.load``) starts
+    the guest from that interpreter, with its modules imported, instead of ``preload=``;
+    the program runs in a fresh ``__main__``. A snapshot larger than ``memory_bytes`` is a
+    ValueError before the run.
     """
     plan = make_plan(
         argv, stdin, env, grants, memory_bytes, deadline_s, output_bytes, fuel, cancel,
         tools, gate, max_tool_calls, max_tool_request_bytes, host,
-        file_write_bytes, max_open_files, workdir, preload, mounts, max_file_calls,
+        file_write_bytes, max_open_files, workdir, preload, mounts, max_file_calls, snapshot,
     )
     token, watch = cancel_token(cancel)
     try:
@@ -315,12 +323,13 @@ def make_plan(
     output_bytes: Any, fuel: Any, cancel: Any, tools: Any, gate: Any,
     max_tool_calls: Any, max_tool_request_bytes: Any, host: Any,
     file_write_bytes: Any, max_open_files: Any, workdir: Any, preload: Any = None,
-    mounts: Any = (), max_file_calls: Any = DEFAULTS["max_file_calls"],
+    mounts: Any = (), max_file_calls: Any = DEFAULTS["max_file_calls"], snapshot: Any = None,
 ) -> _Plan:
     """Checks every argument, then finds the artifacts: all before any work."""
     args = _check_argv(argv)
     stdin_b = _check_stdin(stdin)
     settings = check_settings(env, grants, memory_bytes, deadline_s, output_bytes, fuel, file_write_bytes, max_open_files, workdir, preload, mounts, max_file_calls)
+    settings["snapshot"] = _snapshot.check_snapshot(snapshot)
     door = door_args(tools, gate, max_tool_calls, max_tool_request_bytes, host)
     check_cancel(cancel)
     where = artifacts_dir(door is not None)
@@ -356,6 +365,8 @@ def ext_options(settings: dict[str, Any], door: Optional[tuple[list[Any], Any, O
     served through ``dispatcher`` and the tools of ``door``."""
     kw = dict(settings)
     kw["mounts"] = _files.for_ext(settings["mounts"], dispatcher)
+    kw.setdefault("snapshot", None)
+    kw.setdefault("keep_random", False)
     tools, _, frames, req = door if door is not None else (None, None, None, None)
     return _ext.Options(
         **kw,
