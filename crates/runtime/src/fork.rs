@@ -349,15 +349,51 @@ fn hex(b: &[u8]) -> String {
     b.iter().map(|x| format!("{x:02x}")).collect()
 }
 
-/// Copies the first `len` bytes of `src` into `dst`, skipping the holes of a sparse file.
+/// Copies the first `len` bytes of `src` into `dst`, skipping the holes of a sparse file:
+/// in the kernel on Linux (`SEEK_DATA`, `copy_file_range`), else through a buffer.
 fn copy_data(src: &Path, dst: &File, len: u64) -> Result<(), SnapshotError> {
-    use std::os::unix::fs::FileExt;
     let f = File::open(src).map_err(|e| SnapshotError::io(format!("opening {}", src.display()), e))?;
+    #[cfg(target_os = "linux")]
+    if copy_extents(&f, dst, len).is_ok() {
+        return Ok(());
+    }
+    copy_buffered(&f, dst, len).map_err(|e| SnapshotError::io(format!("copying {}", src.display()), e))
+}
+
+#[cfg(target_os = "linux")]
+fn copy_extents(src: &File, dst: &File, len: u64) -> std::io::Result<()> {
+    use rustix::fs::{SeekFrom, copy_file_range, seek};
+    let mut at = 0u64;
+    while at < len {
+        let start = match seek(src, SeekFrom::Data(at)) {
+            Ok(s) => s,
+            Err(rustix::io::Errno::NXIO) => break,
+            Err(e) => return Err(e.into()),
+        };
+        if start >= len {
+            break;
+        }
+        let end = seek(src, SeekFrom::Hole(start))?.min(len);
+        let (mut from, mut to) = (start, start);
+        while from < end {
+            let want = (end - from) as usize;
+            let n = copy_file_range(src, Some(&mut from), dst, Some(&mut to), want)?;
+            if n == 0 {
+                return Err(std::io::ErrorKind::UnexpectedEof.into());
+            }
+        }
+        at = end;
+    }
+    Ok(())
+}
+
+fn copy_buffered(f: &File, dst: &File, len: u64) -> std::io::Result<()> {
+    use std::os::unix::fs::FileExt;
     let mut buf = vec![0u8; 1 << 20];
     let mut at = 0u64;
     while at < len {
         let n = buf.len().min((len - at) as usize);
-        f.read_exact_at(&mut buf[..n], at).map_err(|e| SnapshotError::io(format!("reading {}", src.display()), e))?;
+        f.read_exact_at(&mut buf[..n], at)?;
         let mut p = 0;
         while p < n {
             let end = (p + PAGE).min(n);
@@ -367,7 +403,7 @@ fn copy_data(src: &Path, dst: &File, len: u64) -> Result<(), SnapshotError> {
                 while q < n && buf[q..(q + PAGE).min(n)].iter().any(|&b| b != 0) {
                     q = (q + PAGE).min(n);
                 }
-                dst.write_all_at(&buf[p..q], at + p as u64).map_err(|e| SnapshotError::io("writing the snapshot's memory", e))?;
+                dst.write_all_at(&buf[p..q], at + p as u64)?;
                 p = q;
             } else {
                 p = end;
