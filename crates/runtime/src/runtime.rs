@@ -9,6 +9,9 @@ use crate::fork::Origin;
 use crate::snapshot::Snapshots;
 use crate::{Artifacts, Error, RunConfig};
 
+/// wasi-libc's preopen statics as (address, width): see [`crate::preopen_table`].
+type Statics = Arc<Vec<(u32, usize)>>;
+
 /// Runs guests: one compiled module per flavour, one fresh store per run.
 ///
 /// Cheap to clone and safe to share across threads; runs proceed in parallel.
@@ -25,7 +28,7 @@ struct Inner {
     snapshots: Snapshots,
     /// wasi-libc's preopen statics, read once from the module (fork.rs), with the
     /// check that a memory image carries all of a resting guest's mutable state.
-    preopen_statics: std::sync::OnceLock<Result<Arc<Vec<(u32, usize)>>, String>>,
+    preopen_statics: std::sync::OnceLock<Result<Statics, String>>,
 }
 
 fn own_files(artifacts: &Artifacts, cache_dir: &Path) -> Vec<PathBuf> {
@@ -116,7 +119,7 @@ impl Runtime {
 
     /// wasi-libc's preopen statics ([`crate::preopen_table`]), read from the module on
     /// first need; an error when the module's shape is not one a snapshot can carry.
-    pub(crate) fn preopen_statics(&self) -> Result<Arc<Vec<(u32, usize)>>, Error> {
+    pub(crate) fn preopen_statics(&self) -> Result<Statics, Error> {
         let fail = |reason: String| Error::Snapshot { modules: Vec::new(), reason };
         self.inner
             .preopen_statics

@@ -116,6 +116,9 @@ impl Failure {
 /// A module list, sorted and without repeats.
 pub(crate) type Modules = Vec<String>;
 
+/// The engines over a preload image, the image, and its modules.
+pub(crate) type Preloaded = (Arc<Flavoured>, Arc<Image>, Modules);
+
 /// A runtime's snapshots: images by module list, engines over them by flavour.
 #[derive(Debug, Default)]
 pub(crate) struct Snapshots {
@@ -135,7 +138,7 @@ impl Snapshots {
         base: &Flavours,
         config: &RunConfig,
         flavour: Flavour,
-    ) -> Result<Option<(Arc<Flavoured>, Arc<Image>, Modules)>, Error> {
+    ) -> Result<Option<Preloaded>, Error> {
         let required = matches!(config.preload, Preload::Modules(_));
         let modules = self.modules(base, &config.preload)?;
         if modules.is_empty() {
