@@ -329,7 +329,7 @@ def make_plan(
     args = _check_argv(argv)
     stdin_b = _check_stdin(stdin)
     settings = check_settings(env, grants, memory_bytes, deadline_s, output_bytes, fuel, file_write_bytes, max_open_files, workdir, preload, mounts, max_file_calls)
-    settings["snapshot"] = _snapshot.check_snapshot(snapshot)
+    settings["snapshot"] = _snapshot.check_snapshot(snapshot, preload)
     door = door_args(tools, gate, max_tool_calls, max_tool_request_bytes, host)
     check_cancel(cancel)
     where = artifacts_dir(door is not None)

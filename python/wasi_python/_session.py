@@ -69,7 +69,7 @@ class Session:
             env, grants, memory_bytes, deadline_s, output_bytes, fuel, file_write_bytes,
             max_open_files, workdir, preload, mounts, max_file_calls,
         )
-        settings["snapshot"] = _snapshot.check_snapshot(snapshot)
+        settings["snapshot"] = _snapshot.check_snapshot(snapshot, preload)
         if not isinstance(keep_random, bool):
             raise TypeError(f"keep_random must be a bool, not {type(keep_random).__name__}")
         settings["keep_random"] = keep_random

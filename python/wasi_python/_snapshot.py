@@ -90,10 +90,13 @@ class Snapshot:
         return f"<Snapshot {self.memory_bytes >> 20} MiB of guest memory, base: {base}>"
 
 
-def check_snapshot(snapshot: Any) -> Optional[Any]:
-    """``snapshot=``: None or a ``Snapshot``; its extension handle."""
+def check_snapshot(snapshot: Any, preload: Any = None) -> Optional[Any]:
+    """``snapshot=``: None or a ``Snapshot``; its extension handle. A snapshot has the
+    modules its session had, so naming ``preload=`` too is a ValueError."""
     if snapshot is None:
         return None
     if not isinstance(snapshot, Snapshot):
         raise TypeError(f"snapshot must be a wasi_python.Snapshot, not {type(snapshot).__name__}")
+    if preload is not None:
+        raise ValueError("preload: a guest started from a snapshot has the snapshot's modules; pass one or the other")
     return snapshot._handle

@@ -195,6 +195,28 @@ def test_bad_bytes_raise_snapshot_error_naming_the_cause(warm, tmp_path):
         Snapshot.load(path)
 
 
+def test_metered_and_async_runs_start_from_a_snapshot(warm):
+    import asyncio
+
+    from wasi_python import run_async
+
+    _, snap = warm
+    with Session(snapshot=snap, fuel=10**10) as metered:
+        done = metered.run("print(f(1))")
+        assert done.stdout == b"42\n"
+        assert done.fuel_used and done.fuel_used > 0
+    done = asyncio.run(run_async(["-c", "import pandas; print('ok')"], snapshot=snap))
+    assert done.stdout == b"ok\n", done.stderr
+
+
+def test_preload_and_snapshot_together_are_refused(warm):
+    _, snap = warm
+    with pytest.raises(ValueError, match="preload"):
+        Session(snapshot=snap, preload=("numpy",))
+    with pytest.raises(ValueError, match="preload"):
+        run(["-c", "pass"], snapshot=snap, preload=())
+
+
 def test_wrong_types_are_type_errors():
     with pytest.raises(TypeError):
         Session(snapshot="not a snapshot")

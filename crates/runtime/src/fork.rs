@@ -439,7 +439,7 @@ impl ImageFile {
         }
         static NEXT: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
         let n = NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-        let path = std::env::temp_dir().join(format!("wasi-python-snapshot-{}-{n}.img", std::process::id()));
+        let path = std::env::temp_dir().join(format!("wpy-snapshot-{}-{n}.img", std::process::id()));
         let file = std::fs::OpenOptions::new().read(true).write(true).create_new(true).open(&path).map_err(io)?;
         file.set_len(len).map_err(io)?;
         Ok(ImageFile { file, path, remove: true })
