@@ -118,16 +118,37 @@ impl Runtime {
     }
 
     /// wasi-libc's preopen statics ([`crate::preopen_table`]), read from the module on
-    /// first need; an error when the module's shape is not one a snapshot can carry.
+    /// first need (a fifth of a second: 100 MB read and parsed) and kept in the cache
+    /// folder for later processes; an error when the module's shape is not one a
+    /// snapshot can carry (`check_globals`).
     pub(crate) fn preopen_statics(&self) -> Result<Statics, Error> {
         let fail = |reason: String| Error::Snapshot { modules: Vec::new(), reason };
         self.inner
             .preopen_statics
             .get_or_init(|| {
-                let module = std::fs::read(self.artifacts().module())
-                    .map_err(|e| format!("reading {}: {e}", self.artifacts().module().display()))?;
+                let f = &self.inner.flavours;
+                let sha = f.artifacts().module_sha256();
+                let cache = f.cache_dir().join(format!("{}-preopen-statics.txt", &sha[..sha.len().min(16)]));
+                let parse = |text: String| -> Option<Vec<(u32, usize)>> {
+                    let v: Vec<(u32, usize)> = text
+                        .lines()
+                        .map(|l| l.split_once(' ').and_then(|(a, w)| Some((a.parse().ok()?, w.parse().ok()?))))
+                        .collect::<Option<_>>()?;
+                    (v.len() == 4 && v.iter().all(|&(_, w)| w == 1 || w == 4)).then_some(v)
+                };
+                if let Some(v) = std::fs::read_to_string(&cache).ok().and_then(parse) {
+                    return Ok(Arc::new(v));
+                }
+                let module = std::fs::read(f.artifacts().module())
+                    .map_err(|e| format!("reading {}: {e}", f.artifacts().module().display()))?;
                 crate::fork::check_globals(&module)?;
-                crate::preopen_table(&module).map(Arc::new)
+                let v = crate::preopen_table(&module)?;
+                let text: String = v.iter().map(|(a, w)| format!("{a} {w}\n")).collect();
+                let tmp = cache.with_extension(format!("tmp{}", std::process::id()));
+                if std::fs::write(&tmp, text).is_ok() {
+                    let _ = std::fs::rename(&tmp, &cache);
+                }
+                Ok(Arc::new(v))
             })
             .clone()
             .map_err(fail)

@@ -160,3 +160,16 @@ fn a_snapshot_saves_and_loads() {
     assert_eq!(kind(&other(&|h| h.base_sha256 = [1; 32])), "other_base");
 }
 
+
+/// Timings for docs/snapshots.md (tests/bench/snapshot_bench.py is the reported one).
+#[test]
+#[ignore = "a benchmark"]
+fn bench_snapshot_phases() {
+    let s = open(RunConfig::new(Vec::<String>::new()).preload(Preload::Default));
+    ok(&s, "import numpy as np, pandas as pd\ndf = pd.DataFrame({'x': np.arange(10_000)})");
+    for _ in 0..5 {
+        let t = std::time::Instant::now();
+        let snap = s.snapshot().unwrap();
+        eprintln!("snapshot {:?} ({} MiB)", t.elapsed(), snap.memory_bytes() >> 20);
+    }
+}
