@@ -16,11 +16,14 @@
 //!   removed with it); env, cwd, random state, tools are reset by the restore turn
 //!   (guest/_wasi_python_boot.py `restore`).
 //!
-//! In memory, a snapshot is a sealed file (a memfd on Linux, else a temporary file) that
-//! [`Module::with_memory_image`](wasmtime::Module) maps copy-on-write, as a preload image
-//! is: a fork is a new store over it, and shares every page it does not write. Saved, it
-//! is the pages that differ from its base (the preload image the first session started
-//! from; no base: every non-zero page), in the `wasi-python-image` format.
+//! In memory, a snapshot taken here is a file (a memfd on Linux, else a temporary file)
+//! that [`Module::with_memory_image`](wasmtime::Module) maps copy-on-write, as a preload
+//! image is: a fork is a new store over it, and shares every page it does not write.
+//! Saved, it is the pages that differ from its base (the preload image the first session
+//! started from; no base: every non-zero page), in the `wasi-python-image` format. A
+//! loaded one with a base stays those pages: a fork starts from the base image and the
+//! pages are written over its memory before any guest code runs (`Guest::patch`), so a
+//! load copies nothing; without a base they are written into a new image file.
 //!
 //! **Invariant:** a snapshot is taken only between turns, on the session thread; a load
 //! checks format, guest, wasmtime, engine, package and base before any guest code runs,
@@ -107,8 +110,18 @@ pub struct Snapshot {
     inner: Arc<Inner>,
 }
 
+/// Where a snapshot's memory is.
+enum Memory {
+    /// All of it in one file: a snapshot taken here, or loaded without a base image.
+    Image(ImageFile),
+    /// A loaded snapshot over its base image: a fork starts from the base image's
+    /// engines and these pages are written over its memory before any guest code runs
+    /// (`Guest::patch`). Loading copies nothing.
+    Patch(Arc<Pages>),
+}
+
 struct Inner {
-    image: ImageFile,
+    memory: Memory,
     /// The memory's size in wasm pages.
     pages: u64,
     /// The guest's monotonic clock when taken, in ns.
@@ -176,15 +189,29 @@ impl Snapshot {
         &self.inner.base_modules
     }
 
-    /// The engines of `flavour` over this snapshot's memory, made on first need.
-    pub(crate) fn flavour(&self, runtime_flavour: &Flavoured, flavour: Flavour) -> Result<Arc<Flavoured>, Error> {
+    /// The engines of `flavour` a fork starts from, made on first need: over this
+    /// snapshot's image, or (a patch) its base image's.
+    pub(crate) fn flavour(&self, runtime: &Runtime, flavour: Flavour) -> Result<Arc<Flavoured>, Error> {
         let mut made = self.inner.flavours.lock();
         if let Some((_, f)) = made.iter().find(|(k, _)| *k == flavour) {
             return Ok(f.clone());
         }
-        let f = Arc::new(runtime_flavour.with_image(self.inner.image.path(), self.inner.pages)?);
+        let f = match (&self.inner.memory, &self.inner.base) {
+            (Memory::Image(image), _) => Arc::new(runtime.flavour(flavour)?.with_image(image.path(), self.inner.pages)?),
+            (Memory::Patch(_), Some(base)) => runtime.preload_flavour(flavour, base, &self.inner.base_modules)?,
+            (Memory::Patch(_), None) => return Err(Error::Internal("a snapshot patch without a base image".into())),
+        };
         made.push((flavour, f.clone()));
         Ok(f)
+    }
+
+    /// What a fork writes over its base image's memory before any guest code runs: the
+    /// memory's size in wasm pages and the pages. `None`: the image is the whole memory.
+    pub(crate) fn patch(&self) -> Option<(u64, &Pages)> {
+        match &self.inner.memory {
+            Memory::Patch(pages) => Some((self.inner.pages, pages)),
+            Memory::Image(_) => None,
+        }
     }
 
     pub(crate) fn module_sha256(&self) -> &str {
@@ -208,8 +235,12 @@ impl Snapshot {
             memory_pages: inner.pages,
             clock_ns: inner.clock_ns,
         };
-        let pages = self.diff()?;
-        Ok(wasi_python_image::encode(&header, &pages, 3))
+        let bytes = match &inner.memory {
+            Memory::Image(image) => wasi_python_image::encode(&header, &self.diff(image)?, 3),
+            // Already the pages that differ from the base.
+            Memory::Patch(pages) => wasi_python_image::encode(&header, pages, 3),
+        };
+        Ok(bytes)
     }
 
     /// Writes [`Snapshot::to_bytes`] to `path` (write-then-rename).
@@ -222,7 +253,7 @@ impl Snapshot {
 
     /// The 4 KiB pages of the memory that differ from the base image (past its end, or
     /// without a base: from zeros).
-    fn diff(&self) -> Result<Pages, SnapshotError> {
+    fn diff(&self, image: &ImageFile) -> Result<Pages, SnapshotError> {
         const CHUNK: usize = 1 << 20;
         let inner = &*self.inner;
         let total = inner.pages * WASM_PAGE;
@@ -237,7 +268,7 @@ impl Snapshot {
         let mut at = 0u64;
         while at < total {
             let n = CHUNK.min((total - at) as usize);
-            read_at(inner.image.file(), &mut mine[..n], at).map_err(|e| SnapshotError::io("reading the snapshot's memory", e))?;
+            read_at(image.file(), &mut mine[..n], at).map_err(|e| SnapshotError::io("reading the snapshot's memory", e))?;
             let from_base = n.min(base_len.saturating_sub(at) as usize);
             theirs[..n].fill(0);
             if let Some(f) = &base {
@@ -303,23 +334,26 @@ impl Runtime {
             }
             Some(image)
         };
-        let total = header.memory_bytes();
-        let image = ImageFile::new(total)?;
-        if let Some(b) = &base {
-            copy_data(&b.path, image.file(), b.bytes().min(total))?;
-        }
-        {
+        let memory = if base.is_some() {
+            if header.memory_bytes() < base.as_ref().map_or(0, |b| b.bytes()) {
+                return Err(FormatError::Malformed { what: "the memory is smaller than its base image".into() }.into());
+            }
+            Memory::Patch(Arc::new(pages))
+        } else {
+            // No base: the pages are the whole memory's non-zero ones.
             use std::os::unix::fs::FileExt;
+            let image = ImageFile::new(header.memory_bytes())?;
             for (n, page) in pages.iter() {
                 image
                     .file()
                     .write_all_at(page, u64::from(n) * PAGE as u64)
                     .map_err(|e| SnapshotError::io("writing the snapshot's memory", e))?;
             }
-        }
+            Memory::Image(image)
+        };
         Ok(Snapshot {
             inner: Arc::new(Inner {
-                image,
+                memory,
                 pages: header.memory_pages,
                 clock_ns: header.clock_ns,
                 base,
@@ -347,71 +381,6 @@ impl Runtime {
 
 fn hex(b: &[u8]) -> String {
     b.iter().map(|x| format!("{x:02x}")).collect()
-}
-
-/// Copies the first `len` bytes of `src` into `dst`, skipping the holes of a sparse file:
-/// in the kernel on Linux (`SEEK_DATA`, `copy_file_range`), else through a buffer.
-fn copy_data(src: &Path, dst: &File, len: u64) -> Result<(), SnapshotError> {
-    let f = File::open(src).map_err(|e| SnapshotError::io(format!("opening {}", src.display()), e))?;
-    #[cfg(target_os = "linux")]
-    if copy_extents(&f, dst, len).is_ok() {
-        return Ok(());
-    }
-    copy_buffered(&f, dst, len).map_err(|e| SnapshotError::io(format!("copying {}", src.display()), e))
-}
-
-#[cfg(target_os = "linux")]
-fn copy_extents(src: &File, dst: &File, len: u64) -> std::io::Result<()> {
-    use rustix::fs::{SeekFrom, copy_file_range, seek};
-    let mut at = 0u64;
-    while at < len {
-        let start = match seek(src, SeekFrom::Data(at)) {
-            Ok(s) => s,
-            Err(rustix::io::Errno::NXIO) => break,
-            Err(e) => return Err(e.into()),
-        };
-        if start >= len {
-            break;
-        }
-        let end = seek(src, SeekFrom::Hole(start))?.min(len);
-        let (mut from, mut to) = (start, start);
-        while from < end {
-            let want = (end - from) as usize;
-            let n = copy_file_range(src, Some(&mut from), dst, Some(&mut to), want)?;
-            if n == 0 {
-                return Err(std::io::ErrorKind::UnexpectedEof.into());
-            }
-        }
-        at = end;
-    }
-    Ok(())
-}
-
-fn copy_buffered(f: &File, dst: &File, len: u64) -> std::io::Result<()> {
-    use std::os::unix::fs::FileExt;
-    let mut buf = vec![0u8; 1 << 20];
-    let mut at = 0u64;
-    while at < len {
-        let n = buf.len().min((len - at) as usize);
-        f.read_exact_at(&mut buf[..n], at)?;
-        let mut p = 0;
-        while p < n {
-            let end = (p + PAGE).min(n);
-            if buf[p..end].iter().any(|&b| b != 0) {
-                // A run of non-zero pages in one write.
-                let mut q = end;
-                while q < n && buf[q..(q + PAGE).min(n)].iter().any(|&b| b != 0) {
-                    q = (q + PAGE).min(n);
-                }
-                dst.write_all_at(&buf[p..q], at + p as u64)?;
-                p = q;
-            } else {
-                p = end;
-            }
-        }
-        at += n as u64;
-    }
-    Ok(())
 }
 
 /// A whole memory as a file the engine can map: a memfd on Linux (named by
@@ -489,7 +458,7 @@ impl Taker {
         let (base, base_modules) = self.origin.base();
         Ok(Snapshot {
             inner: Arc::new(Inner {
-                image,
+                memory: Memory::Image(image),
                 pages: total / WASM_PAGE,
                 clock_ns,
                 base,

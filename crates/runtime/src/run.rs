@@ -129,6 +129,9 @@ fn run_on_this_thread(
             // from the program's first instruction.
             g.arm(deadline, None, limits.output_bytes, &config.cancel)?;
             g.instantiate(prepared)?;
+            if let Some((pages, patch)) = config.snapshot.as_ref().and_then(|s| s.patch()) {
+                g.patch(pages, patch)?;
+            }
             g.arm(deadline, limits.fuel, limits.output_bytes, &config.cancel)?;
             match &program {
                 Program::Run(_) => g.call_export("run"),

@@ -98,13 +98,28 @@ impl Runtime {
                     ),
                 });
             }
-            let f = snap.flavour(&*self.inner.flavours.get(flavour)?, flavour)?;
+            let f = snap.flavour(self, flavour)?;
             return Ok((f, Origin::Snapshot(snap.clone())));
         }
         match self.inner.snapshots.flavour_for(&self.inner.flavours, config, flavour)? {
             Some((f, image, modules)) => Ok((f, Origin::Preload(image, modules))),
             None => Ok((self.inner.flavours.get(flavour)?, Origin::Bootstrap)),
         }
+    }
+
+    /// `flavour`'s engines over the artifact's own memory.
+    pub(crate) fn flavour(&self, flavour: Flavour) -> Result<Arc<Flavoured>, Error> {
+        self.inner.flavours.get(flavour)
+    }
+
+    /// `flavour`'s engines over the preload image `image` of `modules`.
+    pub(crate) fn preload_flavour(
+        &self,
+        flavour: Flavour,
+        image: &crate::snapshot::Image,
+        modules: &[String],
+    ) -> Result<Arc<Flavoured>, Error> {
+        self.inner.snapshots.flavour_of(&self.inner.flavours, flavour, image, modules)
     }
 
     /// The plain flavour's engines.

@@ -336,6 +336,11 @@ impl Live {
         let clock = taker.origin.clock_start();
         let mut guest = Guest::new(prepared, artifacts, config, grants, &[ARGV0.to_owned()], clock)?;
         guest.instantiate(prepared).map_err(|e| Error::Module(format!("opening the session: {e:#}")))?;
+        if let Origin::Snapshot(s) = &taker.origin
+            && let Some((pages, patch)) = s.patch()
+        {
+            guest.patch(pages, patch).map_err(|e| Error::Module(format!("opening the session from a snapshot: {e:#}")))?;
+        }
         let code = if taker.origin.restored() {
             // A session snapshot's random state is kept if asked; a preload image's never.
             let session = matches!(taker.origin, Origin::Snapshot(_));

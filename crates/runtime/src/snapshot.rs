@@ -169,14 +169,20 @@ impl Snapshots {
                 ),
             });
         }
+        let f = self.flavour_of(base, flavour, &image, &modules)?;
+        Ok(Some((f, image, modules)))
+    }
+
+    /// The engines of `flavour` over the preload image of `modules`, made once.
+    pub(crate) fn flavour_of(&self, base: &Flavours, flavour: Flavour, image: &Image, modules: &[String]) -> Result<Arc<Flavoured>, Error> {
         let mut flavours = self.flavours.lock();
-        let key = (flavour, modules);
+        let key = (flavour, modules.to_vec());
         if let Some(f) = flavours.get(&key) {
-            return Ok(Some((f.clone(), image, key.1)));
+            return Ok(f.clone());
         }
         let f = Arc::new(base.get(flavour)?.with_image(&image.path, image.pages)?);
-        flavours.insert(key.clone(), f.clone());
-        Ok(Some((f, image, key.1)))
+        flavours.insert(key, f.clone());
+        Ok(f)
     }
 
     /// The modules `preload` names, sorted and unique: [`Preload::Default`] is

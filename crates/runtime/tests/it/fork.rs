@@ -173,3 +173,32 @@ fn bench_snapshot_phases() {
         eprintln!("snapshot {:?} ({} MiB)", t.elapsed(), snap.memory_bytes() >> 20);
     }
 }
+
+#[test]
+fn a_snapshot_without_a_preload_base_saves_every_page_and_loads() {
+    let s = open(RunConfig::new(Vec::<String>::new()));
+    ok(&s, "import json\nmemo = {'k': [1, 2, 3]}");
+    let bytes = s.snapshot().unwrap().to_bytes(runtime()).unwrap();
+    assert!(read_header(&bytes, &ImageLimits::default()).unwrap().base_modules.is_empty());
+    let loaded = runtime().load_snapshot(&bytes).unwrap();
+    let fork = open(RunConfig::new(Vec::<String>::new()).snapshot(loaded.clone()));
+    assert_eq!(ok(&fork, "print(json.dumps(memo))"), "{\"k\": [1, 2, 3]}\n");
+    let done = runtime().run(RunConfig::new(["-c", "import sys; print('json' in sys.modules)"]).snapshot(loaded)).unwrap();
+    assert_eq!(text(&done.stdout), "True\n", "{}", text(&done.stderr));
+}
+
+#[test]
+fn a_loaded_snapshot_forks_runs_and_snapshots_again() {
+    let (_orig, snap) = warm();
+    let loaded = runtime().load_snapshot(&snap.to_bytes(runtime()).unwrap()).unwrap();
+    let done = runtime().run(RunConfig::new(["-c", "import numpy; print(numpy.__name__)"]).snapshot(loaded.clone())).unwrap();
+    assert_eq!(text(&done.stdout), "numpy\n", "{}", text(&done.stderr));
+    let a = open(RunConfig::new(Vec::<String>::new()).snapshot(loaded.clone()).fuel(Some(1 << 40)));
+    assert_eq!(ok(&a, CHECK), "42 10 3 66 Point\n");
+    ok(&a, "x = 7");
+    let again = a.snapshot().unwrap();
+    let b = open(RunConfig::new(Vec::<String>::new()).snapshot(again.clone()));
+    assert_eq!(ok(&b, "print(f(1))"), "8\n");
+    let c = open(RunConfig::new(Vec::<String>::new()).snapshot(runtime().load_snapshot(&again.to_bytes(runtime()).unwrap()).unwrap()));
+    assert_eq!(ok(&c, "print(f(1), int(arr.sum()))"), "8 66\n");
+}
