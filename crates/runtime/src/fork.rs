@@ -293,7 +293,9 @@ fn read_at(f: &File, buf: &mut [u8], at: u64) -> std::io::Result<()> {
 impl Runtime {
     /// A saved snapshot back: the format and its checksum, then the guest module,
     /// wasmtime, engine, package and base image it names, all checked before any guest
-    /// code runs. Hostile bytes are an error, never a panic.
+    /// code runs. Hostile bytes are an error, never a panic. The base image must be in
+    /// this runtime's cache folder already (the one the saving process used, or a copy
+    /// of it): a load never builds one, since a rebuilt image's memory differs.
     pub fn load_snapshot(&self, bytes: &[u8]) -> Result<Snapshot, SnapshotError> {
         let limits = ImageLimits::default();
         let header = wasi_python_image::read_header(bytes, &limits)?;
@@ -323,7 +325,13 @@ impl Runtime {
         } else {
             let modules = crate::Preload::modules(&header.base_modules)
                 .map_err(|e| FormatError::Malformed { what: format!("the base names bad modules: {e}") })?;
-            let image = self.preload_image(&modules)?;
+            let Some(image) = self.existing_preload_image(&modules)? else {
+                return Err(SnapshotError::Mismatch {
+                    what: "base image",
+                    file: format!("the preload image of {}", modules.join(", ")),
+                    here: "no such image in the cache folder (a rebuilt one would differ)".into(),
+                });
+            };
             let sha = image.sha256()?;
             if sha != header.base_sha256 {
                 return Err(SnapshotError::Mismatch {

@@ -127,9 +127,10 @@ impl Runtime {
         self.inner.flavours.get(Flavour::Plain)
     }
 
-    /// The preload image of `modules` (sorted, unique), built if needed.
-    pub(crate) fn preload_image(&self, modules: &[String]) -> Result<Arc<crate::snapshot::Image>, Error> {
-        self.inner.snapshots.image(&self.inner.flavours, modules)
+    /// The preload image of `modules` (sorted, unique) if this process or the cache
+    /// folder has it; never built.
+    pub(crate) fn existing_preload_image(&self, modules: &[String]) -> Result<Option<Arc<crate::snapshot::Image>>, Error> {
+        self.inner.snapshots.existing_image(&self.inner.flavours, modules)
     }
 
     /// wasi-libc's preopen statics ([`crate::preopen_table`]), read from the module on

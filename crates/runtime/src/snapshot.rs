@@ -214,6 +214,22 @@ impl Snapshots {
         images.insert(modules.to_vec(), r.as_ref().map(Arc::clone).map_err(Failure::of));
         r
     }
+
+    /// The image preloading `modules` if this process or the cache folder has it; never
+    /// built (a loaded session snapshot's base: a build would not match it anyway, since
+    /// an interpreter's memory differs build to build, and a file must not start one).
+    pub(crate) fn existing_image(&self, base: &Flavours, modules: &[String]) -> Result<Option<Arc<Image>>, Error> {
+        let mut images = self.images.lock();
+        if let Some(Ok(image)) = images.get(modules) {
+            return Ok(Some(image.clone()));
+        }
+        let Some(image) = load(&image_path(base.artifacts(), base.cache_dir(), modules)?) else {
+            return Ok(None);
+        };
+        let image = Arc::new(image);
+        images.insert(modules.to_vec(), Ok(image.clone()));
+        Ok(Some(image))
+    }
 }
 
 /// The image file for `modules`: `<module sha256 prefix>-wasmtime<version>-preload-<key>.img`,

@@ -202,3 +202,16 @@ fn a_loaded_snapshot_forks_runs_and_snapshots_again() {
     let c = open(RunConfig::new(Vec::<String>::new()).snapshot(runtime().load_snapshot(&again.to_bytes(runtime()).unwrap()).unwrap()));
     assert_eq!(ok(&c, "print(f(1), int(arr.sum()))"), "8 66\n");
 }
+
+#[test]
+fn a_load_never_builds_a_base_image() {
+    let (_orig, snap) = warm();
+    let bytes = snap.to_bytes(runtime()).unwrap();
+    let mut header = read_header(&bytes, &ImageLimits::default()).unwrap();
+    // A base no process has built: refused at once, nothing imported.
+    header.base_modules = vec!["json".into(), "wave".into()];
+    let other = wasi_python_runtime::image::encode(&header, &Pages::new(), 1);
+    let started = std::time::Instant::now();
+    assert_eq!(runtime().load_snapshot(&other).unwrap_err().kind(), "other_base");
+    assert!(started.elapsed() < Duration::from_secs(1));
+}
