@@ -4,9 +4,11 @@
 //! What a snapshot is: the guest's whole linear memory (CPython's heap, every module,
 //! object and thread state), its size, and the guest's monotonic clock. That is all the
 //! state a resting guest has beyond what the host rebuilds anyway:
-//! - wasm globals: between turns no guest frame is live, so the one mutable global CPython
-//!   uses, the shadow stack pointer, is back at its initial value; an image replaces only
-//!   memory, and [`check_globals`] refuses a module with other mutable globals;
+//! - wasm globals: the pinned guest has two, `__stack_pointer` (mutable, not exported) and
+//!   `__memory_base` (constant). Between turns no guest frame is live, so the shadow stack
+//!   pointer is back at its initial value (every function restores it on return, and
+//!   exception landing pads from a saved local); an image replaces only memory, and
+//!   [`check_globals`] refuses a module with more than one mutable global;
 //! - the table is never written (no dlopen in WASI), so it is the module's own;
 //! - descriptors: wasmtime-wasi's table cannot be carried, so a snapshot is refused while
 //!   the guest holds any beyond stdio and its folders ([`SnapshotError::OpenFiles`]), and
