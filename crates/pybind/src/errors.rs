@@ -39,7 +39,8 @@ create_exception!(
     wasi_python,
     SnapshotError,
     PyRuntimeError,
-    "A session snapshot could not be taken, saved or loaded; `kind` names the cause: \"busy\", \
+    "A session snapshot could not be taken, saved or loaded; `kind` names the cause: \"setup\" \
+     (prepare's setup failed), \"busy\", \
      \"ended\", \"open_files\", \"magic\", \"version\", \"truncated\", \"malformed\", \
      \"too_large\", \"checksum\", \"compression\", \"other_guest\", \"other_wasmtime\", \
      \"other_engine\", \"other_package\", \"other_base\", \"io\"."
