@@ -11,7 +11,8 @@ it imports the modules, then freezes the garbage collector's view of them, so a 
 from the snapshot does not walk (and dirty) every preloaded object at its first
 collection. `restore(env, workdir)` is the first thing a run or session from a
 snapshot does: it undoes what the build froze (the environment, the working folder,
-the random generators' state, clocks cached by modules).
+the random generators' state, clocks cached by modules), and for a session's snapshot
+(crates/runtime/src/fork.rs) re-lists the tools of `host.tools` from the new host.
 
 `install()` is what a session's setup turn does; `main()` does it too. It puts this
 module first on sys.meta_path as the finder and loader of the `host` package, whose
@@ -121,6 +122,20 @@ def restore(env, workdir, reseed=True):
     if "tempfile" in modules:
         modules["tempfile"].tempdir = None
         modules["tempfile"]._name_sequence = None
+    # A session snapshot that had imported `host.tools` holds the old host's tools: the
+    # module is refilled in place (so names bound to it see the new ones) from this
+    # host's list, one `list` frame; a host without tools leaves it empty.
+    tools = modules.get("host.tools")
+    if tools is not None:
+        names = tools.__dict__
+        for name in names.get("__all__", ()):
+            names.pop(name, None)
+        try:
+            fresh = tools._load()
+        except ImportError:
+            fresh = {}
+        names["__all__"] = list(fresh)
+        names.update(fresh)
     # matplotlib's config and cache folder keeps the name its import gave it (under the
     # build's HOME) but is not made in this run's HOME: a program that never plots must
     # leave no `.matplotlib` behind, as it would without the snapshot (README.md).

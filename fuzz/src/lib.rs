@@ -10,19 +10,24 @@
 //! - [`validate`]: a schema from a small grammar ([`grammar`]) that mostly compiles, and
 //!   arguments from small alphabets that often meet its bounds: never a panic, and where no
 //!   documented deviation can apply, the same verdict as the `jsonschema` crate.
+//! - [`snapshot_load`]: bytes into the snapshot file loader (`wasi-python-image`), both as
+//!   they are and with their checksum made right, so the fuzzer reaches the page list:
+//!   never a panic, and what decodes re-encodes to a file that decodes the same.
 
 pub mod frame;
 pub mod grammar;
 pub mod json;
+pub mod snapshot;
 
 /// A target's body: one input, a panic for a failure.
 pub type Target = fn(&[u8]);
 
 /// Every target, by the name cargo-fuzz and `regressions/` know it by.
-pub const TARGETS: [(&str, Target); 3] = [
+pub const TARGETS: [(&str, Target); 4] = [
     ("frame_decode", frame_decode),
     ("schema_compile", schema_compile),
     ("validate", validate),
+    ("snapshot_load", snapshot_load),
 ];
 
 /// Raw bytes into `decode_request` and `decode_response`.
@@ -38,4 +43,9 @@ pub fn schema_compile(data: &[u8]) {
 /// A grammar-built schema and arguments: compile, validate, compare with `jsonschema`.
 pub fn validate(data: &[u8]) {
     grammar::check(data);
+}
+
+/// Bytes into the snapshot loader, as they are and with a correct checksum.
+pub fn snapshot_load(data: &[u8]) {
+    snapshot::check(data);
 }

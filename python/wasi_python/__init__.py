@@ -10,6 +10,7 @@ from ._files import Errno, FileProvider, MemoryFiles, Mount, Stat, WritableFileP
 from ._records import Completed, FileFault, FileRecord
 from ._run import DEFAULTS, TOOL_DEFAULTS, ArtifactsMissing, PreloadError, artifacts, default_preload, prepare, run
 from ._session import Session, SessionBusy, SessionEnded
+from ._snapshot import Snapshot, SnapshotError
 from ._types import Grant
 
 __all__ = [
@@ -18,6 +19,8 @@ __all__ = [
     "Session",
     "SessionEnded",
     "SessionBusy",
+    "Snapshot",
+    "SnapshotError",
     "Completed",
     "Grant",
     "Mount",

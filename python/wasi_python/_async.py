@@ -68,6 +68,7 @@ async def run_async(
     preload: Optional[Iterable[str]] = None,
     mounts: Iterable[Any] = (),
     max_file_calls: Optional[int] = _run.DEFAULTS["max_file_calls"],
+    snapshot: Any = None,
 ) -> Completed:
     """``await run_async(argv, ...)``: like ``run``, with the same keywords and result.
 
@@ -80,7 +81,7 @@ async def run_async(
     plan = _run.make_plan(
         argv, stdin, env, grants, memory_bytes, deadline_s, output_bytes, fuel, cancel,
         tools, gate, max_tool_calls, max_tool_request_bytes, host,
-        file_write_bytes, max_open_files, workdir, preload, mounts, max_file_calls,
+        file_write_bytes, max_open_files, workdir, preload, mounts, max_file_calls, snapshot,
     )
     loop = asyncio.get_running_loop()
     token = _ext.CancelToken()

@@ -8,12 +8,14 @@ import os
 from dataclasses import dataclass
 from pathlib import Path
 from types import MappingProxyType
-from typing import TYPE_CHECKING, Any, Callable, Iterable, Mapping, Optional, Sequence
+from typing import TYPE_CHECKING, Any, Callable, Iterable, Mapping, Optional, Sequence, overload
 
 if TYPE_CHECKING:
     import asyncio
 
-from . import _door, _files
+    from ._snapshot import Snapshot
+
+from . import _door, _files, _snapshot
 from . import _wasi_python as _ext
 from ._cancel import cancel_token, check_cancel
 from ._files import Mount
@@ -67,14 +69,42 @@ def default_preload() -> tuple[str, ...]:
     return tuple(_ext.default_preload(str(artifacts())))
 
 
-def prepare(preload: Optional[Iterable[str]] = None) -> Path:
+@overload
+def prepare(preload: Optional[Iterable[str]] = None) -> Path: ...
+@overload
+def prepare(preload: Optional[Iterable[str]] = None, *, setup: str, deadline_s: Optional[float] = ...) -> "Snapshot": ...
+def prepare(preload: Optional[Iterable[str]] = None, *, setup: Optional[str] = None, deadline_s: Optional[float] = DEFAULTS["deadline_s"]) -> "Path | Snapshot":
     """Builds the snapshot for ``preload`` (default: ``default_preload()``) now, instead of
     at the first run that needs it, and returns its file in the cache folder. A second
-    process finds it there. Raises PreloadError naming a module that does not import."""
+    process finds it there. Raises PreloadError naming a module that does not import.
+
+    With ``setup=`` (Python source), returns a ``Snapshot`` instead: a session with those
+    modules runs ``setup`` as one turn (within ``deadline_s``) and is snapshotted, the
+    "warm once, start many" pattern: ``Session(snapshot=...)`` and ``run(...,
+    snapshot=...)`` then start with what the setup defined. A setup that fails raises
+    ``SnapshotError`` (``kind="setup"``) with its stderr."""
+    if setup is not None:
+        return _prepare_setup(preload, setup, deadline_s)
     path = _ext.prepare_preload(str(artifacts()), _check_preload(preload))
     if path is None:
         raise ValueError("preload: () names no modules, so there is no snapshot to prepare")
     return Path(path)
+
+
+def _prepare_setup(preload: Any, setup: Any, deadline_s: Any) -> "Snapshot":
+    """``prepare(setup=...)``: one session, one setup turn, its snapshot."""
+    from ._session import Session  # imports this module: here, not at the top
+
+    if not isinstance(setup, str):
+        raise TypeError(f"setup must be a str of Python source, not {type(setup).__name__}")
+    with Session(preload=preload, deadline_s=deadline_s) as s:
+        done = s.run(setup)
+        if done.exit_code != 0 or done.trapped is not None:
+            why = done.trapped or f"exit code {done.exit_code}"
+            err = _snapshot.SnapshotError(f"the setup failed ({why}):\n{done.stderr.decode(errors='replace')}")
+            err.kind = "setup"
+            raise err
+        return s.snapshot()
 
 
 def _precompile(where: str | os.PathLike[str] | None = None) -> None:
@@ -268,6 +298,7 @@ def run(
     preload: Optional[Iterable[str]] = None,
     mounts: Iterable[Mount] = (),
     max_file_calls: Optional[int] = DEFAULTS["max_file_calls"],
+    snapshot: Optional["Snapshot"] = None,
 ) -> Completed:
     """Runs a CPython command line in the sandbox and returns how it ended.
 
@@ -292,11 +323,16 @@ def run(
     ``mounts=[Mount(provider, "/data")]`` serves guest folders from your own code (see
     ``Mount``); ``max_file_calls`` (default 10,000, None for no limit) bounds the provider
     calls of a run: past it the guest's file calls there fail with EIO.
+
+    ``snapshot=`` (a ``Snapshot`` from ``Session.snapshot()`` or ``Snapshot.load``) starts
+    the guest from that interpreter, with its modules imported, instead of ``preload=``;
+    the program runs in a fresh ``__main__``. A snapshot larger than ``memory_bytes`` is a
+    ValueError before the run.
     """
     plan = make_plan(
         argv, stdin, env, grants, memory_bytes, deadline_s, output_bytes, fuel, cancel,
         tools, gate, max_tool_calls, max_tool_request_bytes, host,
-        file_write_bytes, max_open_files, workdir, preload, mounts, max_file_calls,
+        file_write_bytes, max_open_files, workdir, preload, mounts, max_file_calls, snapshot,
     )
     token, watch = cancel_token(cancel)
     try:
@@ -323,12 +359,13 @@ def make_plan(
     output_bytes: Any, fuel: Any, cancel: Any, tools: Any, gate: Any,
     max_tool_calls: Any, max_tool_request_bytes: Any, host: Any,
     file_write_bytes: Any, max_open_files: Any, workdir: Any, preload: Any = None,
-    mounts: Any = (), max_file_calls: Any = DEFAULTS["max_file_calls"],
+    mounts: Any = (), max_file_calls: Any = DEFAULTS["max_file_calls"], snapshot: Any = None,
 ) -> _Plan:
     """Checks every argument, then finds the artifacts: all before any work."""
     args = _check_argv(argv)
     stdin_b = _check_stdin(stdin)
     settings = check_settings(env, grants, memory_bytes, deadline_s, output_bytes, fuel, file_write_bytes, max_open_files, workdir, preload, mounts, max_file_calls)
+    settings["snapshot"] = _snapshot.check_snapshot(snapshot, preload)
     door = door_args(tools, gate, max_tool_calls, max_tool_request_bytes, host)
     check_cancel(cancel)
     where = artifacts_dir(door is not None)
@@ -364,6 +401,8 @@ def ext_options(settings: dict[str, Any], door: Optional[tuple[list[Any], Any, O
     served through ``dispatcher`` and the tools of ``door``."""
     kw = dict(settings)
     kw["mounts"] = _files.for_ext(settings["mounts"], dispatcher)
+    kw.setdefault("snapshot", None)
+    kw.setdefault("keep_random", False)
     tools, _, frames, req = door if door is not None else (None, None, None, None)
     return _ext.Options(
         **kw,

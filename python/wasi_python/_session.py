@@ -5,7 +5,7 @@ from __future__ import annotations
 import functools
 from typing import Any, Iterable, Mapping, Optional
 
-from . import _door, _run
+from . import _door, _run, _snapshot
 from . import _wasi_python as _ext
 from ._cancel import cancel_token, check_cancel
 from ._records import Completed, completed_from_ext
@@ -34,6 +34,10 @@ class Session:
     The file keywords are ``run``'s; ``file_write_bytes`` caps all turns together, and
     the working folder (``/work`` or ``workdir=``) lives as long as the session.
     ``preload=`` is ``run``'s: the session starts with those modules imported.
+    ``snapshot=`` starts it from a ``Snapshot`` instead (everything that session
+    defined, a copy-on-write fork), with this session's own settings;
+    ``keep_random=True`` keeps the random generators' state (else they are re-seeded,
+    so forks differ). ``snapshot()`` takes one between turns.
     """
 
     def __init__(
@@ -58,11 +62,17 @@ class Session:
         preload: Optional[Iterable[str]] = None,
         mounts: Iterable[Any] = (),
         max_file_calls: Optional[int] = _run.DEFAULTS["max_file_calls"],
+        snapshot: Optional[_snapshot.Snapshot] = None,
+        keep_random: bool = False,
     ) -> None:
         settings = _run.check_settings(
             env, grants, memory_bytes, deadline_s, output_bytes, fuel, file_write_bytes,
             max_open_files, workdir, preload, mounts, max_file_calls,
         )
+        settings["snapshot"] = _snapshot.check_snapshot(snapshot, preload)
+        if not isinstance(keep_random, bool):
+            raise TypeError(f"keep_random must be a bool, not {type(keep_random).__name__}")
+        settings["keep_random"] = keep_random
         self._deadline = settings["deadline_s"]
         self._output = settings["output_bytes"]
         self._fuel = settings["fuel"]
@@ -129,6 +139,15 @@ class Session:
                 pass
             raise
         return completed_from_ext(out)
+
+    def snapshot(self) -> _snapshot.Snapshot:
+        """The interpreter as it rests between turns, to fork (``Session(snapshot=...)``,
+        ``run(..., snapshot=...)``) or save. The session goes on. Raises ``SnapshotError``
+        during a turn (``kind="busy"``), after the session ended (``"ended"``), or while the
+        guest holds files open (``"open_files"``). It holds everything the guest held,
+        secrets passed in ``env`` included; ``/tmp`` and the working folder's files are
+        not carried."""
+        return _snapshot.Snapshot(self._handle.snapshot())
 
     @property
     def ended(self) -> Optional[str]:

@@ -8,7 +8,8 @@ from typing import Any, Mapping, Optional, Sequence, final
 
 
 __all__ = [
-    "ArtifactsMissing", "PreloadError", "SessionEnded", "SessionBusy", "CancelToken", "SessionHandle",
+    "ArtifactsMissing", "PreloadError", "SessionEnded", "SessionBusy", "SnapshotError", "CancelToken",
+    "SessionHandle", "SnapshotHandle",
     "CompiledTool", "MemoryFilesHandle", "Options", "MountSpec", "Outcome", "ToolRecord", "ToolOutcome",
     "run", "check_artifacts", "precompile", "cpu_level", "cache_origin", "default_preload", "prepare_preload", "check_schema",
     "shutdown_tools", "sweep_private_folders", "WASMTIME_VERSION", "DEFAULTS",
@@ -27,6 +28,21 @@ class SessionEnded(RuntimeError):
     reason: str
 
 class SessionBusy(RuntimeError): ...
+
+class SnapshotError(RuntimeError):
+    kind: str
+
+@final
+class SnapshotHandle:
+    """A session's snapshot (the package's `Snapshot` wraps it)."""
+
+    @staticmethod
+    def load(dir: str, data: bytes) -> SnapshotHandle: ...
+    def to_bytes(self) -> bytes: ...
+    @property
+    def memory_bytes(self) -> int: ...
+    @property
+    def base_modules(self) -> list[str]: ...
 
 @final
 class MemoryFilesHandle:
@@ -82,6 +98,8 @@ class Options:
         max_tool_calls: Optional[int],
         max_tool_request_bytes: Optional[int],
         host: Any,
+        snapshot: Optional[SnapshotHandle],
+        keep_random: bool,
     ) -> Options: ...
 
 @final
@@ -169,4 +187,5 @@ class SessionHandle:
         cancel: Optional[CancelToken] = None,
     ) -> Outcome: ...
     def close(self) -> Optional[Outcome]: ...
+    def snapshot(self) -> SnapshotHandle: ...
     def ended(self) -> Optional[str]: ...

@@ -50,6 +50,7 @@ def _options(**over):
         env=[], grants=[], memory_bytes=1 << 30, deadline_s=5.0, output_bytes=1 << 20, fuel=None,
         file_write_bytes=None, max_open_files=64, workdir=None, preload=[], mounts=[], max_file_calls=None,
         tools=None, dispatcher=None, max_tool_calls=None, max_tool_request_bytes=None, host=None,
+        snapshot=None, keep_random=False,
     )
     kw.update(over)
     return _ext.Options(**kw)

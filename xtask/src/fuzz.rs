@@ -14,7 +14,7 @@ use anyhow::{Context, Result, bail};
 
 use crate::util::{run, workspace_root};
 
-const TARGETS: [&str; 3] = ["frame_decode", "schema_compile", "validate"];
+const TARGETS: [&str; 4] = ["frame_decode", "schema_compile", "validate", "snapshot_load"];
 
 pub(crate) fn fuzz(args: Vec<String>) -> Result<()> {
     let mut secs: u64 = 600;

@@ -35,12 +35,24 @@ create_exception!(
     "A turn is already running in another thread: a session serves one at a time."
 );
 
+create_exception!(
+    wasi_python,
+    SnapshotError,
+    PyRuntimeError,
+    "A session snapshot could not be taken, saved or loaded; `kind` names the cause: \"setup\" \
+     (prepare's setup failed), \"busy\", \
+     \"ended\", \"open_files\", \"magic\", \"version\", \"truncated\", \"malformed\", \
+     \"too_large\", \"checksum\", \"compression\", \"other_guest\", \"other_wasmtime\", \
+     \"other_engine\", \"other_package\", \"other_base\", \"io\"."
+);
+
 pub(crate) fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     let py = m.py();
     m.add("ArtifactsMissing", py.get_type::<ArtifactsMissing>())?;
     m.add("PreloadError", py.get_type::<PreloadError>())?;
     m.add("SessionEnded", py.get_type::<SessionEnded>())?;
-    m.add("SessionBusy", py.get_type::<SessionBusy>())
+    m.add("SessionBusy", py.get_type::<SessionBusy>())?;
+    m.add("SnapshotError", py.get_type::<SnapshotError>())
 }
 
 /// `err` with the attribute `name` set on its value.

@@ -13,6 +13,7 @@ mod files;
 mod options;
 mod run;
 mod session;
+mod snapshot;
 mod tool_host;
 
 #[pymodule]
@@ -20,6 +21,7 @@ fn _wasi_python(m: &Bound<'_, PyModule>) -> PyResult<()> {
     errors::register(m)?;
     m.add_class::<run::CancelToken>()?;
     m.add_class::<session::SessionHandle>()?;
+    m.add_class::<snapshot::SnapshotHandle>()?;
     m.add_class::<tool_host::CompiledTool>()?;
     m.add_class::<files::MemoryFilesHandle>()?;
     m.add_class::<options::Options>()?;

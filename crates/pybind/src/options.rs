@@ -72,7 +72,7 @@ impl Options {
     #[pyo3(signature = (
         *, env, grants, memory_bytes, deadline_s, output_bytes, fuel, file_write_bytes,
         max_open_files, workdir, preload, mounts, max_file_calls, tools, dispatcher,
-        max_tool_calls, max_tool_request_bytes, host
+        max_tool_calls, max_tool_request_bytes, host, snapshot, keep_random
     ))]
     #[expect(clippy::too_many_arguments, reason = "keyword-only: the settings of wasi_python.run, by name")]
     fn new(
@@ -93,6 +93,8 @@ impl Options {
         max_tool_calls: Option<u64>,
         max_tool_request_bytes: Option<u64>,
         host: Option<Py<PyAny>>,
+        snapshot: Option<Py<crate::snapshot::SnapshotHandle>>,
+        keep_random: bool,
     ) -> PyResult<Self> {
         let limits = Limits {
             memory_bytes,
@@ -116,6 +118,10 @@ impl Options {
         for m in mounts {
             cfg = cfg.mount(m.get().mount.clone());
         }
+        if let Some(s) = snapshot {
+            cfg = cfg.snapshot(s.get().snapshot.clone());
+        }
+        cfg = cfg.keep_random(keep_random);
         if let Some(h) = host {
             cfg = cfg.door(Arc::new(crate::run::PyDoor(h)));
         }

@@ -7,10 +7,12 @@ use crate::convert::Outcome;
 use crate::errors::{self, SessionBusy, SessionEnded};
 use crate::options::{Options, opt_seconds, seconds};
 use crate::run::{CancelToken, runtime_for, wait_for};
+use crate::snapshot::SnapshotHandle;
 
 #[pyclass(module = "wasi_python._wasi_python", frozen)]
 pub(crate) struct SessionHandle {
     session: Session,
+    runtime: wasi_python_runtime::Runtime,
 }
 
 #[pymethods]
@@ -27,7 +29,7 @@ impl SessionHandle {
         };
         let cfg = options.take()?;
         let session = py.detach(|| rt.open_session(cfg, limits)).map_err(errors::to_py)?;
-        Ok(SessionHandle { session })
+        Ok(SessionHandle { session, runtime: rt })
     }
 
     /// One turn; raises `SessionEnded` (with `reason`) or `SessionBusy` when refused.
@@ -51,6 +53,12 @@ impl SessionHandle {
     /// Closes the session (runs the guest's atexit handlers); returns what they printed.
     fn close(&self, py: Python<'_>) -> PyResult<Option<Outcome>> {
         py.detach(|| self.session.close()).map(|done| Outcome::new(py, done)).transpose()
+    }
+
+    /// The interpreter between turns; raises `SnapshotError` (with `kind`) when refused.
+    fn snapshot(&self, py: Python<'_>) -> PyResult<SnapshotHandle> {
+        let snap = py.detach(|| self.session.snapshot()).map_err(crate::snapshot::to_py)?;
+        Ok(SnapshotHandle::new(snap, self.runtime.clone()))
     }
 
     /// Why the session ended ("closed", "idle", "lifetime", "exit", a trap), or None.

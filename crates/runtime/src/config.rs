@@ -144,6 +144,10 @@ pub struct RunConfig {
     pub(crate) mounts: Vec<crate::mounts::Mount>,
     /// The tool door and each session turn's budget, when the run offers tools.
     pub(crate) tools: Option<(ToolDoor, BudgetLimits)>,
+    /// A session's snapshot to start from instead of `preload` (crates/runtime/src/fork.rs).
+    pub(crate) snapshot: Option<crate::Snapshot>,
+    /// A session from a snapshot keeps its random generators' state (default: re-seeded).
+    pub(crate) keep_random: bool,
 }
 
 /// Which modules the guest has imported before the program starts
@@ -208,6 +212,7 @@ impl std::fmt::Debug for RunConfig {
             .field("door", &self.door.is_some())
             .field("workdir", &self.workdir)
             .field("preload", &self.preload)
+            .field("snapshot", &self.snapshot)
             .finish()
     }
 }
@@ -229,6 +234,8 @@ impl RunConfig {
             preload: Preload::Nothing,
             mounts: Vec::new(),
             tools: None,
+            snapshot: None,
+            keep_random: false,
         }
     }
     /// Replaces the command line.
@@ -305,6 +312,21 @@ impl RunConfig {
     /// first need and cached on disk (see [`Preload`]).
     pub fn preload(mut self, preload: Preload) -> Self {
         self.preload = preload;
+        self
+    }
+    /// Starts the guest from a session's [`crate::Snapshot`] (its memory, everything
+    /// it imported and defined) instead of from `preload`; this config's limits, env,
+    /// grants, mounts and tools are the new guest's. A snapshot larger than
+    /// `memory_bytes` is refused before the guest starts.
+    pub fn snapshot(mut self, snapshot: crate::Snapshot) -> Self {
+        self.snapshot = Some(snapshot);
+        self
+    }
+    /// A session opened from a snapshot keeps the random generators' state (`random`,
+    /// `numpy.random`) instead of re-seeding them: forks then draw the same numbers.
+    /// Runs always re-seed, as every run does.
+    pub fn keep_random(mut self, keep: bool) -> Self {
+        self.keep_random = keep;
         self
     }
     /// Answers the guest's `_host.call` frames.

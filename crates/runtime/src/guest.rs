@@ -298,6 +298,36 @@ impl Guest {
         Some(self.store.data().memory?.data(&self.store).to_vec())
     }
 
+    /// The guest's whole linear memory, borrowed (a session snapshot, fork.rs).
+    pub(crate) fn memory_slice(&self) -> Option<&[u8]> {
+        Some(self.store.data().memory?.data(&self.store))
+    }
+
+    /// Grows the memory to `pages` wasm pages and writes `patch` over it: a fork of a
+    /// loaded snapshot, over its base image, before any guest code runs (fork.rs).
+    pub(crate) fn patch(&mut self, pages: u64, patch: &wasi_python_image::Pages) -> wasmtime::Result<()> {
+        let memory = self.store.data().memory.ok_or_else(|| wasmtime::format_err!("the guest has no memory"))?;
+        let now = memory.size(&self.store);
+        if pages > now {
+            memory.grow(&mut self.store, pages - now)?;
+        }
+        let data = memory.data_mut(&mut self.store);
+        for (n, page) in patch.iter() {
+            let at = n as usize * wasi_python_image::PAGE;
+            let dst = data
+                .get_mut(at..at + page.len())
+                .ok_or_else(|| wasmtime::format_err!("a snapshot page lies past the memory"))?;
+            dst.copy_from_slice(page);
+        }
+        Ok(())
+    }
+
+    /// The guest's monotonic clock now, in ns.
+    pub(crate) fn clock_ns(&self) -> u64 {
+        let d = self.store.data();
+        d.mono_start.saturating_add(d.mono_origin.elapsed().as_nanos() as u64)
+    }
+
     /// Descriptors the guest opened and still holds.
     pub(crate) fn open_files(&self) -> usize {
         self.store.data().files.open_count()

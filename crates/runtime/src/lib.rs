@@ -26,6 +26,7 @@ mod config;
 mod engine;
 mod error;
 mod files;
+mod fork;
 mod guest;
 mod guest_mem;
 mod host;
@@ -57,6 +58,9 @@ pub use tempdir::sweep_private_folders;
 pub use outcome::{Completed, Trapped, Truncated};
 pub use run::RunHandle;
 pub use runtime::Runtime;
+pub use fork::{PACKAGE_VERSION, Snapshot, SnapshotError};
+/// The saved-snapshot file format (`crates/image`), re-exported for embedders.
+pub use wasi_python_image as image;
 pub use session::{Session, SessionEnd, SessionError, SessionLimits, Turn, TurnHandle};
 /// The tool door (`crates/door`), re-exported for embedders; its other names (the
 /// bounded wait, `Stop`) are under [`door`].

@@ -4,7 +4,6 @@ use std::time::{Duration, Instant};
 
 use crate::engine::Flavoured;
 use crate::guest::{ARGV0, Guest, OpenFiles, guest_env, program_status, py_env, py_str};
-use crate::host::GUEST_CLOCK_START;
 use crate::{Artifacts, CancelToken, Completed, Error, RunConfig, Runtime};
 
 /// With our guest package, the `run` export is given this one-line program: it puts
@@ -25,12 +24,13 @@ impl Runtime {
     /// Starts a run on its own guest thread and returns at once.
     pub fn start(&self, config: RunConfig) -> Result<RunHandle, Error> {
         let grants = self.grants(&config)?;
-        let (flavoured, preloaded) = self.flavour_for(&config)?;
+        let (flavoured, origin) = self.flavour_for(&config)?;
+        let (preloaded, clock) = (origin.restored(), origin.clock_start());
         let artifacts = self.artifacts().clone();
         let cancel = config.cancel.clone();
         let (tx, rx) = std::sync::mpsc::sync_channel(1);
         crate::threads::run_on_guest_thread(move || {
-            run_on_this_thread(&flavoured, &artifacts, config, grants, preloaded, |result| {
+            run_on_this_thread(&flavoured, &artifacts, config, grants, preloaded, clock, |result| {
                 let _ = tx.send(result);
             });
         })
@@ -101,6 +101,7 @@ fn run_on_this_thread(
     config: RunConfig,
     grants: Vec<(std::path::PathBuf, String, bool)>,
     preloaded: bool,
+    clock: u64,
     done: impl FnOnce(Result<Completed, Error>),
 ) {
     let started = Instant::now();
@@ -114,7 +115,7 @@ fn run_on_this_thread(
         Ok(picked) => picked,
         Err(e) => return done(Err(e)),
     };
-    let mut guest = match Guest::new(prepared, artifacts, &config, &grants, args, GUEST_CLOCK_START) {
+    let mut guest = match Guest::new(prepared, artifacts, &config, &grants, args, clock) {
         Ok(guest) => guest,
         Err(e) => return done(Err(e)),
     };
@@ -128,6 +129,9 @@ fn run_on_this_thread(
             // from the program's first instruction.
             g.arm(deadline, None, limits.output_bytes, &config.cancel)?;
             g.instantiate(prepared)?;
+            if let Some((pages, patch)) = config.snapshot.as_ref().and_then(|s| s.patch()) {
+                g.patch(pages, patch)?;
+            }
             g.arm(deadline, limits.fuel, limits.output_bytes, &config.cancel)?;
             match &program {
                 Program::Run(_) => g.call_export("run"),

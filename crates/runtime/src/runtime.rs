@@ -5,8 +5,12 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use crate::engine::{self, Flavour, Flavoured, Flavours};
+use crate::fork::Origin;
 use crate::snapshot::Snapshots;
 use crate::{Artifacts, Error, RunConfig};
+
+/// wasi-libc's preopen statics as (address, width): see [`crate::preopen_table`].
+type Statics = Arc<Vec<(u32, usize)>>;
 
 /// Runs guests: one compiled module per flavour, one fresh store per run.
 ///
@@ -22,6 +26,9 @@ struct Inner {
     /// The artifacts and the cache, resolved: what no writable grant may hold.
     own_files: Vec<PathBuf>,
     snapshots: Snapshots,
+    /// wasi-libc's preopen statics, read once from the module (fork.rs), with the
+    /// check that a memory image carries all of a resting guest's mutable state.
+    preopen_statics: std::sync::OnceLock<Result<Statics, String>>,
 }
 
 fn own_files(artifacts: &Artifacts, cache_dir: &Path) -> Vec<PathBuf> {
@@ -47,6 +54,7 @@ impl Runtime {
                 own_files: own_files(&artifacts, &cache_dir),
                 flavours: Flavours::new(artifacts, cache_dir, pooling),
                 snapshots: Snapshots::default(),
+                preopen_statics: std::sync::OnceLock::new(),
             }),
         }
     }
@@ -73,14 +81,98 @@ impl Runtime {
         self.inner.flavours.cpu()
     }
 
-    /// The engines a run of `config` starts from, and whether that is a snapshot with
-    /// modules preloaded (then the program is started by a turn; see snapshot.rs).
-    pub(crate) fn flavour_for(&self, config: &RunConfig) -> Result<(Arc<Flavoured>, bool), Error> {
+    /// The engines a run of `config` starts from, and what its memory starts from: a
+    /// session's snapshot, a preload image (then the program is started by a turn; see
+    /// snapshot.rs), or the artifact's own bootstrap.
+    pub(crate) fn flavour_for(&self, config: &RunConfig) -> Result<(Arc<Flavoured>, Origin), Error> {
         let flavour = if config.limits.fuel.is_some() { Flavour::Metered } else { Flavour::Plain };
-        match self.inner.snapshots.flavour_for(&self.inner.flavours, config, flavour)? {
-            Some(f) => Ok((f, true)),
-            None => Ok((self.inner.flavours.get(flavour)?, false)),
+        if let Some(snap) = &config.snapshot {
+            if snap.module_sha256() != self.artifacts().module_sha256() {
+                return Err(Error::InvalidConfig {
+                    param: "snapshot",
+                    reason: "the snapshot was taken from another guest module than these artifacts'".into(),
+                });
+            }
+            if snap.memory_bytes() > config.limits.memory_bytes {
+                return Err(Error::InvalidConfig {
+                    param: "memory_bytes",
+                    reason: format!(
+                        "{} bytes is less than the {} bytes of memory the snapshot holds; raise memory_bytes",
+                        config.limits.memory_bytes,
+                        snap.memory_bytes()
+                    ),
+                });
+            }
+            let f = snap.flavour(self, flavour)?;
+            return Ok((f, Origin::Snapshot(snap.clone())));
         }
+        match self.inner.snapshots.flavour_for(&self.inner.flavours, config, flavour)? {
+            Some((f, image, modules)) => Ok((f, Origin::Preload(image, modules))),
+            None => Ok((self.inner.flavours.get(flavour)?, Origin::Bootstrap)),
+        }
+    }
+
+    /// `flavour`'s engines over the artifact's own memory.
+    pub(crate) fn flavour(&self, flavour: Flavour) -> Result<Arc<Flavoured>, Error> {
+        self.inner.flavours.get(flavour)
+    }
+
+    /// `flavour`'s engines over the preload image `image` of `modules`.
+    pub(crate) fn preload_flavour(
+        &self,
+        flavour: Flavour,
+        image: &crate::snapshot::Image,
+        modules: &[String],
+    ) -> Result<Arc<Flavoured>, Error> {
+        self.inner.snapshots.flavour_of(&self.inner.flavours, flavour, image, modules)
+    }
+
+    /// The plain flavour's engines.
+    pub(crate) fn plain_flavour(&self) -> Result<Arc<Flavoured>, Error> {
+        self.inner.flavours.get(Flavour::Plain)
+    }
+
+    /// The preload image of `modules` (sorted, unique) if this process or the cache
+    /// folder has it; never built.
+    pub(crate) fn existing_preload_image(&self, modules: &[String]) -> Result<Option<Arc<crate::snapshot::Image>>, Error> {
+        self.inner.snapshots.existing_image(&self.inner.flavours, modules)
+    }
+
+    /// wasi-libc's preopen statics ([`crate::preopen_table`]), read from the module on
+    /// first need (a fifth of a second: 100 MB read and parsed) and kept in the cache
+    /// folder for later processes; an error when the module's shape is not one a
+    /// snapshot can carry (`check_globals`).
+    pub(crate) fn preopen_statics(&self) -> Result<Statics, Error> {
+        let fail = |reason: String| Error::Snapshot { modules: Vec::new(), reason };
+        self.inner
+            .preopen_statics
+            .get_or_init(|| {
+                let f = &self.inner.flavours;
+                let sha = f.artifacts().module_sha256();
+                let cache = f.cache_dir().join(format!("{}-preopen-statics.txt", &sha[..sha.len().min(16)]));
+                let parse = |text: String| -> Option<Vec<(u32, usize)>> {
+                    let v: Vec<(u32, usize)> = text
+                        .lines()
+                        .map(|l| l.split_once(' ').and_then(|(a, w)| Some((a.parse().ok()?, w.parse().ok()?))))
+                        .collect::<Option<_>>()?;
+                    (v.len() == 4 && v.iter().all(|&(_, w)| w == 1 || w == 4)).then_some(v)
+                };
+                if let Some(v) = std::fs::read_to_string(&cache).ok().and_then(parse) {
+                    return Ok(Arc::new(v));
+                }
+                let module = std::fs::read(f.artifacts().module())
+                    .map_err(|e| format!("reading {}: {e}", f.artifacts().module().display()))?;
+                crate::fork::check_globals(&module)?;
+                let v = crate::preopen_table(&module)?;
+                let text: String = v.iter().map(|(a, w)| format!("{a} {w}\n")).collect();
+                let tmp = cache.with_extension(format!("tmp{}", std::process::id()));
+                if std::fs::write(&tmp, text).is_ok() {
+                    let _ = std::fs::rename(&tmp, &cache);
+                }
+                Ok(Arc::new(v))
+            })
+            .clone()
+            .map_err(fail)
     }
 
     /// Builds (or finds in the cache) the snapshot `preload` asks for now, instead of

@@ -16,8 +16,8 @@ use parking_lot::Mutex;
 
 use crate::engine::{self, GUEST_THREAD_STACK};
 use crate::guest::{ARGV0, Guest, OpenFiles, SETUP_DEADLINE, guest_env, py_env, py_str, setup_code};
-use crate::host::GUEST_CLOCK_START;
-use crate::{Artifacts, CancelToken, Completed, Error, RunConfig, Runtime, Trapped};
+use crate::fork::{Origin, Taker};
+use crate::{Artifacts, CancelToken, Completed, Error, RunConfig, Runtime, Snapshot, SnapshotError, Trapped};
 
 /// Why a session ended.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -103,6 +103,7 @@ pub struct Turn {
 
 enum Cmd {
     Turn(Turn, SyncSender<Result<Completed, SessionError>>),
+    Snapshot(SyncSender<Result<Snapshot, SnapshotError>>),
     Close(SyncSender<Option<Completed>>),
 }
 
@@ -158,11 +159,12 @@ impl Drop for TurnHandle {
 
 /// The hidden first turn of a session from a snapshot, whose build already ran
 /// [`setup_code`]: the run's environment and working folder replace the build's.
-fn restore_code(env: &[(String, String)], workdir: &str) -> String {
+fn restore_code(env: &[(String, String)], workdir: &str, reseed: bool) -> String {
     format!(
-        "__import__('_wasi_python_boot').restore({}, {})\n__import__('_reactor')._turns = 0\n",
+        "__import__('_wasi_python_boot').restore({}, {}, {})\n__import__('_reactor')._turns = 0\n",
         py_env(env),
-        py_str(workdir)
+        py_str(workdir),
+        if reseed { "True" } else { "False" }
     )
 }
 
@@ -172,8 +174,9 @@ impl Runtime {
     /// Metered (fuel) sessions need `config.limits.fuel` set to something at opening.
     pub fn open_session(&self, config: RunConfig, limits: SessionLimits) -> Result<Session, Error> {
         let grants = self.grants(&config)?;
-        let (prepared, preloaded) = self.flavour_for(&config)?;
+        let (prepared, origin) = self.flavour_for(&config)?;
         let artifacts = self.artifacts().clone();
+        let taker = Taker { runtime: self.clone(), origin };
         let (tx, rx) = mpsc::sync_channel::<Cmd>(0);
         let ended = Arc::new(Mutex::new(None));
         let (ready_tx, ready_rx) = mpsc::sync_channel::<Result<(), Error>>(1);
@@ -182,8 +185,7 @@ impl Runtime {
             .name("wasi-python-session".into())
             .stack_size(GUEST_THREAD_STACK)
             .spawn(move || {
-                let start = if preloaded { Start::Snapshot } else { Start::Bootstrap };
-                let mut live = match Live::open(&prepared, &artifacts, &config, &grants, start) {
+                let mut live = match Live::open(&prepared, &artifacts, &config, &grants, taker) {
                     Ok(l) => {
                         let _ = ready_tx.send(Ok(()));
                         l
@@ -261,6 +263,32 @@ impl Session {
         SessionEnd::Closed
     }
 
+    /// The interpreter as it rests between turns: its memory (every module, object and
+    /// variable, including whatever `env` secrets it holds), the memory's size and its
+    /// clock. Refused during a turn ([`SnapshotError::Busy`]), after the session ended,
+    /// and while the guest holds files open ([`SnapshotError::OpenFiles`]). The session
+    /// goes on. Start sessions and runs from it with [`RunConfig::snapshot`].
+    pub fn snapshot(&self) -> Result<Snapshot, SnapshotError> {
+        if self.busy.compare_exchange(false, true, Ordering::SeqCst, Ordering::SeqCst).is_err() {
+            return Err(SnapshotError::Busy);
+        }
+        let release = || self.busy.store(false, Ordering::SeqCst);
+        let tx = self.tx.lock().clone();
+        let Some(tx) = tx else {
+            release();
+            return Err(SnapshotError::Ended(self.ended().unwrap_or(SessionEnd::Closed)));
+        };
+        let (rtx, rrx) = mpsc::sync_channel(1);
+        if tx.send(Cmd::Snapshot(rtx)).is_err() {
+            *self.tx.lock() = None;
+            release();
+            return Err(SnapshotError::Ended(self.wait_ended()));
+        }
+        let r = rrx.recv().unwrap_or_else(|_| Err(SnapshotError::Ended(SessionEnd::Closed)));
+        release();
+        r
+    }
+
     /// Ends the session, running the guest's `atexit` handlers under the shutdown
     /// deadline. Returns what shutdown printed, if the guest was alive to run it.
     pub fn close(&self) -> Option<Completed> {
@@ -280,15 +308,6 @@ impl Drop for Session {
     }
 }
 
-/// What a session's instance starts from.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum Start {
-    /// The artifact's own bootstrap snapshot.
-    Bootstrap,
-    /// A preload snapshot: its build already ran the setup turn.
-    Snapshot,
-}
-
 /// The session thread's state.
 struct Live {
     guest: Guest,
@@ -297,6 +316,8 @@ struct Live {
     opened: Instant,
     /// Closing calls our guest package's `finish` instead of the `shutdown` export.
     finish: bool,
+    /// What the guest started from, and the runtime: what a snapshot of it needs.
+    taker: Taker,
 }
 
 /// Closing with our guest package: what finalisation does that a program can observe,
@@ -309,16 +330,25 @@ impl Live {
         artifacts: &Artifacts,
         config: &RunConfig,
         grants: &[(PathBuf, String, bool)],
-        start: Start,
+        taker: Taker,
     ) -> Result<Live, Error> {
         let (prepared, slot) = flavoured.pick()?;
-        let mut guest = Guest::new(prepared, artifacts, config, grants, &[ARGV0.to_owned()], GUEST_CLOCK_START)?;
+        let clock = taker.origin.clock_start();
+        let mut guest = Guest::new(prepared, artifacts, config, grants, &[ARGV0.to_owned()], clock)?;
         guest.instantiate(prepared).map_err(|e| Error::Module(format!("opening the session: {e:#}")))?;
-        let mut live = Live { guest, _slot: slot, opened: Instant::now(), finish: artifacts.guest_path().is_some() };
-        let code = match start {
-            Start::Snapshot => restore_code(&guest_env(config), config.workdir_path()),
-            Start::Bootstrap => setup_code(artifacts.guest_path(), config.workdir_path()),
+        if let Origin::Snapshot(s) = &taker.origin
+            && let Some((pages, patch)) = s.patch()
+        {
+            guest.patch(pages, patch).map_err(|e| Error::Module(format!("opening the session from a snapshot: {e:#}")))?;
+        }
+        let code = if taker.origin.restored() {
+            // A session snapshot's random state is kept if asked; a preload image's never.
+            let session = matches!(taker.origin, Origin::Snapshot(_));
+            restore_code(&guest_env(config), config.workdir_path(), !(config.keep_random && session))
+        } else {
+            setup_code(artifacts.guest_path(), config.workdir_path())
         };
+        let mut live = Live { guest, _slot: slot, opened: Instant::now(), finish: artifacts.guest_path().is_some(), taker };
         let setup = Turn {
             code,
             deadline: Some(SETUP_DEADLINE),
@@ -372,6 +402,9 @@ impl Live {
                         return end;
                     }
                 }
+                Ok(Cmd::Snapshot(reply)) => {
+                    let _ = reply.send(self.snapshot());
+                }
                 Ok(Cmd::Close(reply)) => {
                     let done = self.shutdown(limits.shutdown);
                     *ended.lock() = Some(SessionEnd::Closed);
@@ -413,6 +446,19 @@ impl Live {
         };
         // Each turn reports its own mount calls; files stay staged while open.
         (self.guest.complete(ending, started, OpenFiles::Keep), end)
+    }
+
+    /// The guest between turns, as a [`Snapshot`]; refused while it holds files open.
+    fn snapshot(&mut self) -> Result<Snapshot, SnapshotError> {
+        let count = self.guest.open_files();
+        if count != 0 {
+            return Err(SnapshotError::OpenFiles { count });
+        }
+        let clock = self.guest.clock_ns();
+        let Some(memory) = self.guest.memory_slice() else {
+            return Err(SnapshotError::Runtime(Error::Internal("the guest has no memory".into())));
+        };
+        self.taker.take(memory, clock)
     }
 
     fn shutdown(&mut self, within: Duration) -> Completed {

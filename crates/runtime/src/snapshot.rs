@@ -54,11 +54,39 @@ pub(crate) struct Image {
     pub(crate) path: PathBuf,
     /// The memory's size, in wasm pages (the file's length).
     pub(crate) pages: u64,
+    /// The file's SHA-256: what a saved session snapshot names as its base (fork.rs).
+    sha256: std::sync::OnceLock<[u8; 32]>,
 }
 
 impl Image {
     pub(crate) fn bytes(&self) -> u64 {
         self.pages * WASM_PAGE
+    }
+
+    /// The image's SHA-256: from the `.sha256` file beside it, else hashed now (a
+    /// tenth of a second for 150 MB) and written there for later processes. A build
+    /// removes the old `.sha256` before it writes the image.
+    pub(crate) fn sha256(&self) -> Result<[u8; 32], Error> {
+        if let Some(h) = self.sha256.get() {
+            return Ok(*h);
+        }
+        let side = self.path.with_extension("sha256");
+        let read = std::fs::read(&side).ok().and_then(|b| <[u8; 32]>::try_from(b.as_slice()).ok());
+        let h = match read {
+            Some(h) => h,
+            None => {
+                let mut f = std::fs::File::open(&self.path).map_err(|e| Error::io(format!("opening {}", self.path.display()), e))?;
+                let mut h = Sha256::new();
+                std::io::copy(&mut f, &mut h).map_err(|e| Error::io(format!("reading {}", self.path.display()), e))?;
+                let h: [u8; 32] = h.finalize().into();
+                let tmp = side.with_extension(format!("tmp{}", std::process::id()));
+                if std::fs::write(&tmp, h).is_ok() {
+                    let _ = std::fs::rename(&tmp, &side);
+                }
+                h
+            }
+        };
+        Ok(*self.sha256.get_or_init(|| h))
     }
 }
 
@@ -86,7 +114,10 @@ impl Failure {
 }
 
 /// A module list, sorted and without repeats.
-type Modules = Vec<String>;
+pub(crate) type Modules = Vec<String>;
+
+/// The engines over a preload image, the image, and its modules.
+pub(crate) type Preloaded = (Arc<Flavoured>, Arc<Image>, Modules);
 
 /// A runtime's snapshots: images by module list, engines over them by flavour.
 #[derive(Debug, Default)]
@@ -99,14 +130,15 @@ pub(crate) struct Snapshots {
 }
 
 impl Snapshots {
-    /// The engines over the snapshot `config` asks for, or `None` to start from the
-    /// artifact's own bootstrap (no preload, or a default one that cannot serve).
+    /// The engines over the snapshot `config` asks for, with its image and module
+    /// list, or `None` to start from the artifact's own bootstrap (no preload, or a
+    /// default one that cannot serve).
     pub(crate) fn flavour_for(
         &self,
         base: &Flavours,
         config: &RunConfig,
         flavour: Flavour,
-    ) -> Result<Option<Arc<Flavoured>>, Error> {
+    ) -> Result<Option<Preloaded>, Error> {
         let required = matches!(config.preload, Preload::Modules(_));
         let modules = self.modules(base, &config.preload)?;
         if modules.is_empty() {
@@ -137,14 +169,20 @@ impl Snapshots {
                 ),
             });
         }
+        let f = self.flavour_of(base, flavour, &image, &modules)?;
+        Ok(Some((f, image, modules)))
+    }
+
+    /// The engines of `flavour` over the preload image of `modules`, made once.
+    pub(crate) fn flavour_of(&self, base: &Flavours, flavour: Flavour, image: &Image, modules: &[String]) -> Result<Arc<Flavoured>, Error> {
         let mut flavours = self.flavours.lock();
-        let key = (flavour, modules);
+        let key = (flavour, modules.to_vec());
         if let Some(f) = flavours.get(&key) {
-            return Ok(Some(f.clone()));
+            return Ok(f.clone());
         }
         let f = Arc::new(base.get(flavour)?.with_image(&image.path, image.pages)?);
         flavours.insert(key, f.clone());
-        Ok(Some(f))
+        Ok(f)
     }
 
     /// The modules `preload` names, sorted and unique: [`Preload::Default`] is
@@ -175,6 +213,22 @@ impl Snapshots {
         let r = load_or_build(base, modules).map(Arc::new);
         images.insert(modules.to_vec(), r.as_ref().map(Arc::clone).map_err(Failure::of));
         r
+    }
+
+    /// The image preloading `modules` if this process or the cache folder has it; never
+    /// built (a loaded session snapshot's base: a build would not match it anyway, since
+    /// an interpreter's memory differs build to build, and a file must not start one).
+    pub(crate) fn existing_image(&self, base: &Flavours, modules: &[String]) -> Result<Option<Arc<Image>>, Error> {
+        let mut images = self.images.lock();
+        if let Some(Ok(image)) = images.get(modules) {
+            return Ok(Some(image.clone()));
+        }
+        let Some(image) = load(&image_path(base.artifacts(), base.cache_dir(), modules)?) else {
+            return Ok(None);
+        };
+        let image = Arc::new(image);
+        images.insert(modules.to_vec(), Ok(image.clone()));
+        Ok(Some(image))
     }
 }
 
@@ -229,7 +283,7 @@ fn hash_tree(h: &mut Sha256, root: &Path, dir: &Path) -> Result<(), Error> {
 fn load(path: &Path) -> Option<Image> {
     cached::check(path)?;
     let len = std::fs::metadata(path).ok().filter(|m| m.is_file())?.len();
-    (len > 0 && len % WASM_PAGE == 0).then(|| Image { path: path.to_owned(), pages: len / WASM_PAGE })
+    (len > 0 && len % WASM_PAGE == 0).then(|| Image { path: path.to_owned(), pages: len / WASM_PAGE, sha256: Default::default() })
 }
 
 fn load_or_build(base: &Flavours, modules: &[String]) -> Result<Image, Error> {
@@ -253,6 +307,8 @@ fn load_or_build(base: &Flavours, modules: &[String]) -> Result<Image, Error> {
     if let Some(image) = load(&path) {
         return Ok(image);
     }
+    // The image is replaced below: the hash beside the old one no longer holds.
+    let _ = std::fs::remove_file(path.with_extension("sha256"));
     // The wheel ships the default preload's image.
     match cached::unpack(artifacts.compiled_dirs(), &path) {
         Ok(true) => {

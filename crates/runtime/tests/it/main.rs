@@ -5,6 +5,7 @@
 
 mod door;
 mod files;
+mod fork;
 mod limits;
 mod mounts;
 mod programs;

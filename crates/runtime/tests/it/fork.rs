@@ -1,0 +1,217 @@
+//! Session snapshots (fork.rs): taken between turns, forked into sessions and runs, saved
+//! and loaded; and each refusal by kind.
+
+use std::time::Duration;
+
+use wasi_python_runtime::image::{Header, Limits as ImageLimits, Pages, read_header};
+use wasi_python_runtime::{Error, Preload, RunConfig, Session, SessionLimits, Snapshot, SnapshotError, Turn};
+
+use crate::{runtime, text};
+
+fn turn(code: &str) -> Turn {
+    Turn {
+        code: code.into(),
+        deadline: Some(Duration::from_secs(60)),
+        output_bytes: 1 << 20,
+        fuel: None,
+        cancel: wasi_python_runtime::CancelToken::new(),
+    }
+}
+
+fn open(cfg: RunConfig) -> Session {
+    runtime().open_session(cfg, SessionLimits::default()).expect("a session opens")
+}
+
+/// Runs `code` as a turn and returns its stdout, failing on a non-zero status.
+fn ok(s: &Session, code: &str) -> String {
+    let done = s.turn(turn(code)).expect("the turn runs");
+    assert_eq!(done.exit_code, Some(0), "{code}: {}", text(&done.stderr));
+    text(&done.stdout)
+}
+
+const SETUP: &str = "\
+import numpy as np, random, time
+x = 41
+def f(a): return a + x
+class Point:
+    def __init__(self, a): self.a = a
+    def twice(self): return 2 * self.a
+def counter():
+    n = 0
+    def inc():
+        nonlocal n
+        n += 1
+        return n
+    return inc
+c = counter(); c(); c()
+arr = np.arange(12).reshape(3, 4)
+np.random.rand()  # numpy imports numpy.random lazily: now it is in the snapshot
+p = Point(5)
+t0 = time.monotonic()
+open('/tmp/scratch.txt', 'w').write('old')
+";
+
+const CHECK: &str = "print(f(1), p.twice(), c(), int(arr.sum()), type(p).__name__)";
+
+fn warm() -> (Session, Snapshot) {
+    let s = open(RunConfig::new(Vec::<String>::new()).preload(Preload::Modules(vec!["numpy".into()])));
+    ok(&s, SETUP);
+    let snap = s.snapshot().expect("a resting session snapshots");
+    (s, snap)
+}
+
+#[test]
+fn a_snapshot_forks_into_independent_sessions() {
+    let (orig, snap) = warm();
+    let a = open(RunConfig::new(Vec::<String>::new()).snapshot(snap.clone()).env("WHO", "a"));
+    let b = open(RunConfig::new(Vec::<String>::new()).snapshot(snap.clone()).env("WHO", "b"));
+    assert_eq!(ok(&a, CHECK), "42 10 3 66 Point\n");
+    assert_eq!(ok(&a, "x = 100; arr[0, 0] = 1000; print(f(1), int(arr.sum()))"), "101 1066\n");
+    // b and the original are untouched by a.
+    assert_eq!(ok(&b, CHECK), "42 10 3 66 Point\n");
+    assert_eq!(ok(&orig, CHECK), "42 10 3 66 Point\n");
+    // The environment is the new caller's; the private folders are not carried.
+    assert_eq!(ok(&a, "import os; print(os.environ.get('WHO'), os.path.exists('/tmp/scratch.txt'), os.getcwd())"), "a False /work\n");
+    assert_eq!(ok(&b, "import os; print(os.environ['WHO'])"), "b\n");
+    // The monotonic clock runs on from the snapshot's.
+    assert_eq!(ok(&a, "print(time.monotonic() >= t0)"), "True\n");
+    // A fork snapshots again, and that forks too.
+    let again = a.snapshot().unwrap();
+    let c = open(RunConfig::new(Vec::<String>::new()).snapshot(again));
+    assert_eq!(ok(&c, "print(f(1), int(arr.sum()))"), "101 1066\n");
+}
+
+#[test]
+fn forks_draw_different_random_numbers_unless_asked_to_keep() {
+    let (_orig, snap) = warm();
+    let draw = "print(random.random(), np.random.rand())";
+    let fork = |keep| open(RunConfig::new(Vec::<String>::new()).snapshot(snap.clone()).keep_random(keep));
+    let (a, b) = (fork(false), fork(false));
+    assert_ne!(ok(&a, draw), ok(&b, draw));
+    let (c, d) = (fork(true), fork(true));
+    assert_eq!(ok(&c, draw), ok(&d, draw));
+}
+
+#[test]
+fn a_run_starts_from_a_snapshot() {
+    let (_orig, snap) = warm();
+    let done = runtime()
+        .run(RunConfig::new(["-c", "import sys, numpy; print(sys.argv, 'numpy' in sys.modules)", "arg"]).snapshot(snap))
+        .unwrap();
+    assert_eq!(done.exit_code, Some(0), "{}", text(&done.stderr));
+    assert_eq!(text(&done.stdout), "['-c', 'arg'] True\n");
+}
+
+#[test]
+fn refusals_name_their_cause() {
+    let (orig, snap) = warm();
+    // A file held open.
+    ok(&orig, "held = open('/tmp/held', 'w')");
+    assert!(matches!(orig.snapshot(), Err(SnapshotError::OpenFiles { count: 1 })));
+    ok(&orig, "held.close()");
+    orig.snapshot().expect("closed: it snapshots again");
+    // During a turn.
+    let busy = orig.start_turn(turn("import time; time.sleep(1)")).unwrap();
+    assert_eq!(orig.snapshot().unwrap_err().kind(), "busy");
+    busy.wait().unwrap();
+    // After the end.
+    orig.close();
+    assert_eq!(orig.snapshot().unwrap_err().kind(), "ended");
+    // A memory larger than the new run's limit, before any guest code.
+    let small = RunConfig::new(Vec::<String>::new()).snapshot(snap.clone()).memory_bytes(snap.memory_bytes() - 65_536);
+    match runtime().open_session(small, SessionLimits::default()) {
+        Err(Error::InvalidConfig { param: "memory_bytes", .. }) => {}
+        other => panic!("expected a memory_bytes refusal, got {other:?}"),
+    }
+}
+
+#[test]
+fn a_snapshot_saves_and_loads() {
+    let (_orig, snap) = warm();
+    let bytes = snap.to_bytes(runtime()).unwrap();
+    eprintln!("saved: {} bytes for {} bytes of memory", bytes.len(), snap.memory_bytes());
+    let header = read_header(&bytes, &ImageLimits::default()).unwrap();
+    assert_eq!(header.base_modules, ["numpy"]);
+    let loaded = runtime().load_snapshot(&bytes).unwrap();
+    let s = open(RunConfig::new(Vec::<String>::new()).snapshot(loaded.clone()));
+    assert_eq!(ok(&s, CHECK), "42 10 3 66 Point\n");
+    // Saved again from the loaded one: the same pages.
+    assert_eq!(loaded.to_bytes(runtime()).unwrap().len(), bytes.len());
+
+    let kind = |b: &[u8]| runtime().load_snapshot(b).unwrap_err().kind();
+    assert_eq!(kind(b"not a snapshot at all"), "magic");
+    assert_eq!(kind(&bytes[..bytes.len() / 2]), "truncated");
+    let mut flipped = bytes.clone();
+    let at = bytes.len() - 10;
+    flipped[at] ^= 0xff;
+    assert_eq!(kind(&flipped), "checksum");
+    let mut version = bytes.clone();
+    version[8] = 99;
+    assert_eq!(kind(&version), "version");
+    let other = |edit: &dyn Fn(&mut Header)| {
+        let mut h = header.clone();
+        edit(&mut h);
+        wasi_python_runtime::image::encode(&h, &Pages::new(), 1)
+    };
+    assert_eq!(kind(&other(&|h| h.module_sha256 = "00".repeat(32))), "other_guest");
+    assert_eq!(kind(&other(&|h| h.wasmtime = "47.0.0".into())), "other_wasmtime");
+    assert_eq!(kind(&other(&|h| h.engine ^= 1)), "other_engine");
+    assert_eq!(kind(&other(&|h| h.package = "0.0.1".into())), "other_package");
+    assert_eq!(kind(&other(&|h| h.base_sha256 = [1; 32])), "other_base");
+}
+
+
+/// Timings for docs/snapshots.md (tests/bench/snapshot_bench.py is the reported one).
+#[test]
+#[ignore = "a benchmark"]
+fn bench_snapshot_phases() {
+    let s = open(RunConfig::new(Vec::<String>::new()).preload(Preload::Default));
+    ok(&s, "import numpy as np, pandas as pd\ndf = pd.DataFrame({'x': np.arange(10_000)})");
+    for _ in 0..5 {
+        let t = std::time::Instant::now();
+        let snap = s.snapshot().unwrap();
+        eprintln!("snapshot {:?} ({} MiB)", t.elapsed(), snap.memory_bytes() >> 20);
+    }
+}
+
+#[test]
+fn a_snapshot_without_a_preload_base_saves_every_page_and_loads() {
+    let s = open(RunConfig::new(Vec::<String>::new()));
+    ok(&s, "import json\nmemo = {'k': [1, 2, 3]}");
+    let bytes = s.snapshot().unwrap().to_bytes(runtime()).unwrap();
+    assert!(read_header(&bytes, &ImageLimits::default()).unwrap().base_modules.is_empty());
+    let loaded = runtime().load_snapshot(&bytes).unwrap();
+    let fork = open(RunConfig::new(Vec::<String>::new()).snapshot(loaded.clone()));
+    assert_eq!(ok(&fork, "print(json.dumps(memo))"), "{\"k\": [1, 2, 3]}\n");
+    let done = runtime().run(RunConfig::new(["-c", "import sys; print('json' in sys.modules)"]).snapshot(loaded)).unwrap();
+    assert_eq!(text(&done.stdout), "True\n", "{}", text(&done.stderr));
+}
+
+#[test]
+fn a_loaded_snapshot_forks_runs_and_snapshots_again() {
+    let (_orig, snap) = warm();
+    let loaded = runtime().load_snapshot(&snap.to_bytes(runtime()).unwrap()).unwrap();
+    let done = runtime().run(RunConfig::new(["-c", "import numpy; print(numpy.__name__)"]).snapshot(loaded.clone())).unwrap();
+    assert_eq!(text(&done.stdout), "numpy\n", "{}", text(&done.stderr));
+    let a = open(RunConfig::new(Vec::<String>::new()).snapshot(loaded.clone()).fuel(Some(1 << 40)));
+    assert_eq!(ok(&a, CHECK), "42 10 3 66 Point\n");
+    ok(&a, "x = 7");
+    let again = a.snapshot().unwrap();
+    let b = open(RunConfig::new(Vec::<String>::new()).snapshot(again.clone()));
+    assert_eq!(ok(&b, "print(f(1))"), "8\n");
+    let c = open(RunConfig::new(Vec::<String>::new()).snapshot(runtime().load_snapshot(&again.to_bytes(runtime()).unwrap()).unwrap()));
+    assert_eq!(ok(&c, "print(f(1), int(arr.sum()))"), "8 66\n");
+}
+
+#[test]
+fn a_load_never_builds_a_base_image() {
+    let (_orig, snap) = warm();
+    let bytes = snap.to_bytes(runtime()).unwrap();
+    let mut header = read_header(&bytes, &ImageLimits::default()).unwrap();
+    // A base no process has built: refused at once, nothing imported.
+    header.base_modules = vec!["json".into(), "wave".into()];
+    let other = wasi_python_runtime::image::encode(&header, &Pages::new(), 1);
+    let started = std::time::Instant::now();
+    assert_eq!(runtime().load_snapshot(&other).unwrap_err().kind(), "other_base");
+    assert!(started.elapsed() < Duration::from_secs(1));
+}

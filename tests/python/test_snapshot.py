@@ -1,0 +1,255 @@
+"""``Session.snapshot()`` and ``Snapshot``: forks of a resting interpreter, saved and
+loaded (in another process too), and each refusal by its kind."""
+
+import os
+import subprocess
+import sys
+import textwrap
+import threading
+import time
+
+import pytest
+from wasi_python import Session, Snapshot, SnapshotError, run
+from wasi_python.tools import tool
+
+SETUP = textwrap.dedent(
+    """
+    import numpy as np, pandas as pd, random
+    x = 41
+    def f(a):
+        return a + x
+    class Point:
+        def __init__(self, a):
+            self.a = a
+        def twice(self):
+            return 2 * self.a
+    def counter():
+        n = 0
+        def inc():
+            nonlocal n
+            n += 1
+            return n
+        return inc
+    c = counter(); c(); c()
+    arr = np.arange(12).reshape(3, 4)
+    df = pd.DataFrame({"k": ["a", "b", "a"], "v": [1.5, 2.5, 4.0]})
+    p = Point(5)
+    np.random.rand()
+    """
+)
+CHECK = "print(f(1), p.twice(), c(), int(arr.sum()), df.groupby('k').v.sum().to_dict())"
+EXPECTED = b"42 10 3 66 {'a': 5.5, 'b': 2.5}\n"
+
+
+def ok(session, code):
+    done = session.run(code)
+    assert done.exit_code == 0, done.stderr.decode()
+    return done.stdout
+
+
+@pytest.fixture(scope="module")
+def warm():
+    """A session with numpy, pandas and some state, and its snapshot."""
+    s = Session(deadline_s=60)
+    ok(s, SETUP)
+    snap = s.snapshot()
+    yield s, snap
+    s.close()
+
+
+def test_a_fork_has_everything_the_session_defined(warm):
+    _, snap = warm
+    assert isinstance(snap, Snapshot)
+    assert snap.memory_bytes >= 40 << 20
+    with Session(snapshot=snap) as fork:
+        assert ok(fork, CHECK) == EXPECTED
+        # The shadow stack (its pointer is the module's one mutable global, which an image
+        # does not carry) is whole: deep recursion ends in RecursionError as in any guest.
+        deep = "def r(n):\n    return r(n + 1)\ntry:\n    r(0)\nexcept RecursionError:\n    print('recursion ok')"
+        assert ok(fork, deep) == b"recursion ok\n"
+
+
+def test_forks_are_independent_of_each_other_and_the_original(warm):
+    orig, snap = warm
+    with Session(snapshot=snap) as a, Session(snapshot=snap) as b:
+        assert ok(a, "x = 100; arr[0, 0] = 1000; df.loc[0, 'v'] = 0; print(f(1), int(arr.sum()))") == b"101 1066\n"
+        assert ok(b, CHECK) == EXPECTED
+    assert ok(orig, "print(f(1), int(arr.sum()), df.v.sum())") == b"42 66 8.0\n"
+
+
+def test_a_fork_collects_cycles(warm):
+    _, snap = warm
+    with Session(snapshot=snap) as fork:
+        code = "import gc\nclass A: pass\na = A(); a.me = a\ndel a\nprint(gc.collect() >= 1)"
+        assert ok(fork, code) == b"True\n"
+
+
+def test_random_differs_between_forks_unless_kept(warm):
+    _, snap = warm
+    draw = "print(random.random(), np.random.rand())"
+    with Session(snapshot=snap) as a, Session(snapshot=snap) as b:
+        assert ok(a, draw) != ok(b, draw)
+    with Session(snapshot=snap, keep_random=True) as a, Session(snapshot=snap, keep_random=True) as b:
+        assert ok(a, draw) == ok(b, draw)
+
+
+def test_env_argv_and_private_folders_are_the_new_callers():
+    with Session(env={"WHO": "first"}) as s:
+        ok(s, "import os; secret = os.environ['WHO']; open('/tmp/t.txt', 'w').write('x'); open('kept.txt', 'w').write('y')")
+        snap = s.snapshot()
+    with Session(snapshot=snap, env={"WHO": "second"}) as fork:
+        out = ok(fork, "import os, sys; print(os.environ['WHO'], secret, os.path.exists('/tmp/t.txt'), os.path.exists('kept.txt'))")
+        # The variable the guest made of its env is carried (a snapshot holds everything
+        # the guest held); the environment and the private folders are the new session's.
+        assert out == b"second first False False\n"
+    done = run(["-c", "import sys, os; print(sys.argv[1:], os.environ.get('WHO'))", "a"], snapshot=snap)
+    assert done.exit_code == 0, done.stderr
+    assert done.stdout == b"['a'] None\n"
+
+
+def test_the_monotonic_clock_runs_on_from_the_snapshot():
+    with Session() as s:
+        ok(s, "import time; time.sleep(0.3); t0 = time.monotonic()")
+        snap = s.snapshot()
+    with Session(snapshot=snap) as fork:
+        # Every reading the guest kept is in its past, in every fork.
+        assert ok(fork, "print(time.monotonic() >= t0)") == b"True\n"
+
+
+def test_save_and_load_in_another_process(warm, tmp_path):
+    _, snap = warm
+    path = tmp_path / "warm.snap"
+    snap.save(path)
+    assert path.stat().st_size < 10 << 20
+    assert Snapshot.from_bytes(path.read_bytes()).memory_bytes == snap.memory_bytes
+    program = textwrap.dedent(
+        f"""
+        from wasi_python import Session, Snapshot
+        snap = Snapshot.load({str(path)!r})
+        with Session(snapshot=snap) as s:
+            done = s.run({CHECK!r})
+            print(done.stdout.decode(), end="")
+            print(done.stderr.decode(), end="")
+        """
+    )
+    out = subprocess.run([sys.executable, "-c", program], capture_output=True, timeout=300, env=os.environ.copy())
+    assert out.returncode == 0, out.stderr.decode()
+    assert out.stdout == EXPECTED
+
+
+def test_tools_are_the_new_callers_after_a_load():
+    @tool
+    def old_tool(a: int) -> int:
+        """The first session's."""
+        return a
+
+    @tool
+    def new_tool(a: int) -> int:
+        """The restored session's."""
+        return a * 10
+
+    with Session(tools=[old_tool]) as s:
+        assert ok(s, "from host import tools; print(tools.__all__)") == b"['old_tool']\n"
+        data = s.snapshot().to_bytes()
+    with Session(snapshot=Snapshot.from_bytes(data), tools=[new_tool]) as fork:
+        assert ok(fork, "print(tools.__all__, tools.new_tool(4), hasattr(tools, 'old_tool'))") == b"['new_tool'] 40 False\n"
+    with Session(snapshot=Snapshot.from_bytes(data)) as bare:
+        assert ok(bare, "print(tools.__all__)") == b"[]\n"
+
+
+def test_refused_during_a_turn_after_the_end_and_with_files_open():
+    s = Session(deadline_s=30)
+    ok(s, "held = open('/tmp/held', 'w')")
+    with pytest.raises(SnapshotError) as e:
+        s.snapshot()
+    assert e.value.kind == "open_files"
+    ok(s, "held.close()")
+    s.snapshot()
+    t = threading.Thread(target=s.run, args=("import time; time.sleep(1.5)",))
+    t.start()
+    time.sleep(0.5)
+    with pytest.raises(SnapshotError) as e:
+        s.snapshot()
+    assert e.value.kind == "busy"
+    t.join()
+    s.close()
+    with pytest.raises(SnapshotError) as e:
+        s.snapshot()
+    assert e.value.kind == "ended"
+
+
+def test_a_memory_larger_than_memory_bytes_is_refused_before_the_guest_runs(warm):
+    _, snap = warm
+    with pytest.raises(ValueError, match="memory_bytes"):
+        Session(snapshot=snap, memory_bytes=snap.memory_bytes - (64 << 10))
+    with pytest.raises(ValueError, match="memory_bytes"):
+        run(["-c", "pass"], snapshot=Snapshot.from_bytes(snap.to_bytes()), memory_bytes=snap.memory_bytes - (64 << 10))
+
+
+def test_bad_bytes_raise_snapshot_error_naming_the_cause(warm, tmp_path):
+    _, snap = warm
+    good = snap.to_bytes()
+
+    def kind(data):
+        with pytest.raises(SnapshotError) as e:
+            Snapshot.from_bytes(data)
+        return e.value.kind
+
+    assert kind(b"PK\x03\x04not a snapshot") == "magic"
+    assert kind(good[:8] + (99).to_bytes(4, "little") + good[12:]) == "version"
+    assert kind(good[: len(good) // 2]) == "truncated"
+    assert kind(good[:-1] + bytes([good[-1] ^ 1])) == "checksum"
+    assert kind(b"") == "truncated"
+    path = tmp_path / "bad.snap"
+    path.write_bytes(b"WPYSNAP\0" + b"\xff" * 40)
+    with pytest.raises(SnapshotError):
+        Snapshot.load(path)
+
+
+def test_metered_and_async_runs_start_from_a_snapshot(warm):
+    import asyncio
+
+    from wasi_python import run_async
+
+    _, snap = warm
+    with Session(snapshot=snap, fuel=10**10) as metered:
+        done = metered.run("print(f(1))")
+        assert done.stdout == b"42\n"
+        assert done.fuel_used and done.fuel_used > 0
+    done = asyncio.run(run_async(["-c", "import pandas; print('ok')"], snapshot=snap))
+    assert done.stdout == b"ok\n", done.stderr
+
+
+def test_preload_and_snapshot_together_are_refused(warm):
+    _, snap = warm
+    with pytest.raises(ValueError, match="preload"):
+        Session(snapshot=snap, preload=("numpy",))
+    with pytest.raises(ValueError, match="preload"):
+        run(["-c", "pass"], snapshot=snap, preload=())
+
+
+def test_prepare_with_setup_gives_a_snapshot():
+    import wasi_python
+
+    snap = wasi_python.prepare(("numpy",), setup="import numpy as np\nbase = np.ones(3)")
+    assert isinstance(snap, Snapshot)
+    assert snap.base_modules == ("numpy",)
+    with Session(snapshot=snap) as s:
+        assert ok(s, "print(base.sum())") == b"3.0\n"
+    with pytest.raises(SnapshotError) as e:
+        wasi_python.prepare((), setup="1/0")
+    assert e.value.kind == "setup"
+    assert "ZeroDivisionError" in str(e.value)
+    with pytest.raises(TypeError):
+        wasi_python.prepare((), setup=b"x = 1")
+
+
+def test_wrong_types_are_type_errors():
+    with pytest.raises(TypeError):
+        Session(snapshot="not a snapshot")
+    with pytest.raises(TypeError):
+        run(["-c", "pass"], snapshot=b"bytes")
+    with pytest.raises(TypeError):
+        Snapshot(object())
+    with pytest.raises(TypeError):
+        Snapshot.from_bytes("text")
