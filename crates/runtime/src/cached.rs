@@ -223,7 +223,7 @@ pub(crate) fn unpack(dirs: &[PathBuf], path: &Path) -> Result<bool, String> {
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
 
     fn ship(dir: &Path, name: &str, body: &[u8], listed_len: u64) {
@@ -298,7 +298,7 @@ mod tests {
 
     /// A fresh folder, removed when the guard drops. Not named `wasi-python-*`: that is
     /// the runtime's private folders' prefix, which sweeps look for.
-    struct TempDir(PathBuf);
+    pub(crate) struct TempDir(PathBuf);
 
     impl Drop for TempDir {
         fn drop(&mut self) {
@@ -313,7 +313,7 @@ mod tests {
         }
     }
 
-    fn tempdir() -> TempDir {
+    pub(crate) fn tempdir() -> TempDir {
         use std::sync::atomic::{AtomicUsize, Ordering};
         static N: AtomicUsize = AtomicUsize::new(0);
         let d = std::env::temp_dir().join(format!(

@@ -535,33 +535,11 @@ mod tests {
     use std::cell::RefCell;
 
     use super::*;
+    use crate::cached::tests::tempdir;
 
     /// The smallest module: compiling it takes milliseconds.
     const EMPTY: &[u8] = b"\0asm\x01\0\0\0";
 
-    /// A fresh folder, removed when the guard drops (not named `wasi-python-*`, the
-    /// prefix of the runtime's private folders).
-    struct Dir(PathBuf);
-
-    impl Drop for Dir {
-        fn drop(&mut self) {
-            let _ = std::fs::remove_dir_all(&self.0);
-        }
-    }
-
-    impl std::ops::Deref for Dir {
-        type Target = Path;
-        fn deref(&self) -> &Path {
-            &self.0
-        }
-    }
-
-    fn dir(name: &str) -> Dir {
-        let d = std::env::temp_dir().join(format!("wasi_python_unit_engine_{}_{name}", std::process::id()));
-        let _ = std::fs::remove_dir_all(&d);
-        std::fs::create_dir_all(&d).unwrap();
-        Dir(d)
-    }
 
     /// Ships `compiled` as the copy of the cache file `name`, in `dir`.
     fn ship(dir: &Path, name: &str, compiled: &[u8]) {
@@ -586,7 +564,7 @@ mod tests {
 
     #[test]
     fn a_shipped_copy_that_fits_is_unpacked_and_then_served_from_the_cache() {
-        let d = dir("fits");
+        let d = tempdir();
         let engine = runtime_engine();
         let path = d.join("cache").join("m.cwasm");
         ship(&d, "m.cwasm", &engine.precompile_module(EMPTY).unwrap());
@@ -618,7 +596,7 @@ mod tests {
             c.cranelift_flag_enable(flag);
         }
         let foreign = Engine::new(&c).unwrap().precompile_module(EMPTY).unwrap();
-        let d = dir("cpu");
+        let d = tempdir();
         let path = d.join("cache").join("m.cwasm");
         ship(&d, "m.cwasm", &foreign);
         let (origin, notices) = load(&runtime_engine(), &path, &d);
@@ -632,7 +610,7 @@ mod tests {
     #[test]
     fn code_compiled_with_other_engine_settings_is_refused_and_compiled_instead() {
         let metered = Engine::new(&config(Flavour::Metered, None, CpuLevel::from_env()).unwrap()).unwrap();
-        let d = dir("settings");
+        let d = tempdir();
         let path = d.join("cache").join("m.cwasm");
         ship(&d, "m.cwasm", &metered.precompile_module(EMPTY).unwrap());
         let (origin, notices) = load(&runtime_engine(), &path, &d);
@@ -642,7 +620,7 @@ mod tests {
 
     #[test]
     fn a_damaged_cache_file_is_compiled_again_not_served() {
-        let d = dir("damaged");
+        let d = tempdir();
         let engine = runtime_engine();
         let path = d.join("m.cwasm");
         assert_eq!(load(&engine, &path, &d).0, cached::Origin::Compiled);
