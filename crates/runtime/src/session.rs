@@ -101,6 +101,12 @@ pub struct Turn {
     pub cancel: CancelToken,
 }
 
+/// Why [`Session::claim_and_send`] sent nothing.
+enum Refused {
+    Busy,
+    Ended(SessionEnd),
+}
+
 enum Cmd {
     Turn(Turn, SyncSender<Result<Completed, SessionError>>),
     Snapshot(SyncSender<Result<Snapshot, SnapshotError>>),
@@ -223,28 +229,34 @@ impl Session {
     /// Starts a turn; refused if the session ended or another turn is running. The
     /// turn gets its own tool budget and record (the door's, reset as it starts).
     pub fn start_turn(&self, turn: Turn) -> Result<TurnHandle, SessionError> {
-        if self
-            .busy
-            .compare_exchange(false, true, Ordering::SeqCst, Ordering::SeqCst)
-            .is_err()
-        {
-            return Err(SessionError::Busy);
+        let rrx = self.claim_and_send(|r| Cmd::Turn(turn, r)).map_err(|refused| match refused {
+            Refused::Busy => SessionError::Busy,
+            Refused::Ended(end) => SessionError::Ended(end),
+        })?;
+        Ok(TurnHandle { rx: Mutex::new(rrx), busy: self.busy.clone(), spun: AtomicBool::new(false) })
+    }
+
+    /// Claims the session (one command at a time) and sends the command `make` builds
+    /// around a reply channel. On success the session stays claimed: whoever receives
+    /// the reply releases it.
+    fn claim_and_send<R>(&self, make: impl FnOnce(SyncSender<R>) -> Cmd) -> Result<mpsc::Receiver<R>, Refused> {
+        if self.busy.compare_exchange(false, true, Ordering::SeqCst, Ordering::SeqCst).is_err() {
+            return Err(Refused::Busy);
         }
-        let handle_busy = self.busy.clone();
         let release = || self.busy.store(false, Ordering::SeqCst);
         let tx = self.tx.lock().clone();
         let Some(tx) = tx else {
             release();
-            return Err(SessionError::Ended(self.ended().unwrap_or(SessionEnd::Closed)));
+            return Err(Refused::Ended(self.ended().unwrap_or(SessionEnd::Closed)));
         };
         let (rtx, rrx) = mpsc::sync_channel(1);
-        if tx.send(Cmd::Turn(turn, rtx)).is_err() {
+        if tx.send(make(rtx)).is_err() {
             // The session thread has ended (idle, lifetime, a trap, exit).
             *self.tx.lock() = None;
             release();
-            return Err(SessionError::Ended(self.wait_ended()));
+            return Err(Refused::Ended(self.wait_ended()));
         }
-        Ok(TurnHandle { rx: Mutex::new(rrx), busy: handle_busy, spun: AtomicBool::new(false) })
+        Ok(rrx)
     }
 
     /// Runs one turn to its end.
@@ -269,23 +281,12 @@ impl Session {
     /// and while the guest holds files open ([`SnapshotError::OpenFiles`]). The session
     /// goes on. Start sessions and runs from it with [`RunConfig::snapshot`].
     pub fn snapshot(&self) -> Result<Snapshot, SnapshotError> {
-        if self.busy.compare_exchange(false, true, Ordering::SeqCst, Ordering::SeqCst).is_err() {
-            return Err(SnapshotError::Busy);
-        }
-        let release = || self.busy.store(false, Ordering::SeqCst);
-        let tx = self.tx.lock().clone();
-        let Some(tx) = tx else {
-            release();
-            return Err(SnapshotError::Ended(self.ended().unwrap_or(SessionEnd::Closed)));
-        };
-        let (rtx, rrx) = mpsc::sync_channel(1);
-        if tx.send(Cmd::Snapshot(rtx)).is_err() {
-            *self.tx.lock() = None;
-            release();
-            return Err(SnapshotError::Ended(self.wait_ended()));
-        }
+        let rrx = self.claim_and_send(Cmd::Snapshot).map_err(|refused| match refused {
+            Refused::Busy => SnapshotError::Busy,
+            Refused::Ended(end) => SnapshotError::Ended(end),
+        })?;
         let r = rrx.recv().unwrap_or_else(|_| Err(SnapshotError::Ended(SessionEnd::Closed)));
-        release();
+        self.busy.store(false, Ordering::SeqCst);
         r
     }
 
