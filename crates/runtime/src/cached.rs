@@ -89,9 +89,18 @@ pub(crate) fn seal(tmp: &Path, path: &Path, origin: Origin) -> Result<(), Error>
     let side = sidecar(path);
     let _ = std::fs::remove_file(&side);
     std::fs::rename(tmp, path).map_err(|e| io("renaming", tmp, e))?;
-    let side_tmp = side.with_extension(format!("tmp{}", std::process::id()));
-    std::fs::write(&side_tmp, format!("{len} {crc:08x} {}\n", origin.as_str())).map_err(|e| io("writing", &side_tmp, e))?;
-    std::fs::rename(&side_tmp, &side).map_err(|e| io("renaming", &side_tmp, e))
+    write_whole(&side, format!("{len} {crc:08x} {}\n", origin.as_str()).as_bytes()).map_err(|e| io("writing", &side, e))
+}
+
+/// Writes `bytes` to `path` whole: to a temporary file beside it, then renamed over it,
+/// so no reader ever sees half a file. The temporary file is removed if that fails.
+pub(crate) fn write_whole(path: &Path, bytes: &[u8]) -> io::Result<()> {
+    let tmp = temp_path(path);
+    let r = std::fs::write(&tmp, bytes).and_then(|()| std::fs::rename(&tmp, path));
+    if r.is_err() {
+        let _ = std::fs::remove_file(&tmp);
+    }
+    r
 }
 
 /// A temporary file beside `path`, for write-then-rename.

@@ -248,9 +248,7 @@ impl Snapshot {
     /// Writes [`Snapshot::to_bytes`] to `path` (write-then-rename).
     pub fn save(&self, runtime: &Runtime, path: &Path) -> Result<(), SnapshotError> {
         let bytes = self.to_bytes(runtime)?;
-        let tmp = path.with_extension(format!("tmp{}", std::process::id()));
-        std::fs::write(&tmp, &bytes).map_err(|e| SnapshotError::io(format!("writing {}", tmp.display()), e))?;
-        std::fs::rename(&tmp, path).map_err(|e| SnapshotError::io(format!("renaming {}", tmp.display()), e))
+        crate::cached::write_whole(path, &bytes).map_err(|e| SnapshotError::io(format!("writing {}", path.display()), e))
     }
 
     /// The 4 KiB pages of the memory that differ from the base image (past its end, or

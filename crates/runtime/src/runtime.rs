@@ -165,10 +165,8 @@ impl Runtime {
                 crate::fork::check_globals(&module)?;
                 let v = crate::preopen_table(&module)?;
                 let text: String = v.iter().map(|(a, w)| format!("{a} {w}\n")).collect();
-                let tmp = cache.with_extension(format!("tmp{}", std::process::id()));
-                if std::fs::write(&tmp, text).is_ok() {
-                    let _ = std::fs::rename(&tmp, &cache);
-                }
+                // Best effort: without it, the next process parses the module again.
+                let _ = crate::cached::write_whole(&cache, text.as_bytes());
                 Ok(Arc::new(v))
             })
             .clone()

@@ -79,10 +79,8 @@ impl Image {
                 let mut h = Sha256::new();
                 std::io::copy(&mut f, &mut h).map_err(|e| Error::io(format!("reading {}", self.path.display()), e))?;
                 let h: [u8; 32] = h.finalize().into();
-                let tmp = side.with_extension(format!("tmp{}", std::process::id()));
-                if std::fs::write(&tmp, h).is_ok() {
-                    let _ = std::fs::rename(&tmp, &side);
-                }
+                // Best effort: without it, a later process hashes the image again.
+                let _ = cached::write_whole(&side, &h);
                 h
             }
         };
