@@ -277,6 +277,14 @@ fn check_wheels(dir: &Path, main: &Path) -> Result<()> {
 mod tests {
     use super::*;
 
+    /// xtask does not link the runtime (it would build wasmtime), so the list's first
+    /// line is written in both: they must agree, or the runtime skips the shipped files.
+    #[test]
+    fn the_compiled_list_magic_is_the_runtimes() {
+        let runtime = include_str!("../../crates/runtime/src/cached.rs");
+        assert!(runtime.contains(&format!("pub const COMPILED_MAGIC: &str = \"{COMPILED_MAGIC}\";")));
+    }
+
     #[test]
     fn base64url_matches_the_standard() {
         assert_eq!(b64url(b""), "");
