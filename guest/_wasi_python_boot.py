@@ -74,6 +74,56 @@ def exec_module(module):
 def install():
     if sys.modules[__name__] not in sys.meta_path:
         sys.meta_path.insert(0, sys.modules[__name__])
+    import _reactor
+
+    global _reactor_refresh
+    if _reactor._refresh is not _refresh:
+        _reactor_refresh = _reactor._refresh
+        _reactor._refresh = _refresh
+
+
+_reactor_refresh = None  # the reactor's own, which `_refresh` wraps
+_seeded = False  # the generators were reseeded ahead of this run (`serve`)
+
+
+def _refresh(unbuffered):
+    """The reactor's `_refresh` (run before each program and at a session's first
+    turn: `random` and `numpy.random` reseeded, `logging._startTime`, `zoneinfo`,
+    `-u`), with both generators reseeded by `_reseed` instead: the reactor's
+    `random.seed()` and `numpy.random.seed()` cost the guest 15 and 330 us."""
+    modules = sys.modules
+    rnd = modules.pop("random", None)
+    nprand = modules.pop("numpy.random", None)
+    try:
+        _reactor_refresh(unbuffered)
+    finally:
+        if rnd is not None:
+            modules["random"] = rnd
+        if nprand is not None:
+            modules["numpy.random"] = nprand
+    global _seeded
+    if _seeded:  # by `serve`, ahead of this run
+        _seeded = False
+    else:
+        _reseed(rnd, nprand)
+
+
+def _reseed(rnd, nprand):
+    """Seeds `random`'s and numpy's global generators (both MT19937) from 256 bits of
+    the host's entropy each (`os.urandom`, WASI `random_get`), through their
+    documented seeding by a number (`random.seed(int)`) and by an array of words
+    (`numpy.random.seed(array)`). Without an argument, each draws more entropy than
+    its state can use and mixes it first: 2,496 bytes, and a SeedSequence."""
+    if rnd is None and nprand is None:
+        return
+    import os
+
+    entropy = os.urandom(64)
+    if rnd is not None:
+        rnd.seed(int.from_bytes(entropy[:32]))
+    numpy = sys.modules.get("numpy")
+    if nprand is not None and numpy is not None:
+        nprand.seed(numpy.frombuffer(entropy[32:], dtype=numpy.uint32))
 
 
 def preload(names):
@@ -99,20 +149,21 @@ def preload(names):
 def restore(env, workdir, reseed=True):
     """Makes a run from a snapshot look like one that imported its modules itself.
     `reseed=False` leaves `random`, `numpy.random` and `logging._startTime` to the
-    reactor's runner, which resets them before a program (`main`)."""
+    reactor's runner, which resets them before a program (`main`); `env=None` leaves
+    the environment to it too."""
     import os
     import time
 
-    os.chdir(workdir)
-    environ = os.environ
-    # Through putenv/unsetenv: C's environment (getenv) follows.
-    environ.clear()
-    environ.update(env)
+    if os.getcwd() != workdir:  # getcwd is wasi-libc's own string; chdir asks the host
+        os.chdir(workdir)
+    if env is not None:
+        environ = os.environ
+        # Through putenv/unsetenv: C's environment (getenv) follows.
+        environ.clear()
+        environ.update(env)
     modules = sys.modules
-    if reseed and "random" in modules:
-        modules["random"].seed()
-    if reseed and "numpy.random" in modules:
-        modules["numpy.random"].seed()
+    if reseed:
+        _reseed(modules.get("random"), modules.get("numpy.random"))
     if reseed and "logging" in modules:
         logging = modules["logging"]
         logging._startTime = time.time_ns() if type(logging._startTime) is int else time.time()
@@ -141,21 +192,54 @@ def restore(env, workdir, reseed=True):
     # leave no `.matplotlib` behind, as it would without the snapshot (README.md).
 
 
-def main(argv=None, env=None, workdir=None):
+def main(argv=None, env=None, workdir=None, restored=False):
     """Runs a command line to its end. From a snapshot, `argv`, `env` and `workdir`
     come from the host (the turn's code); else from the `run` export's own."""
     import os
 
     import _reactor
 
-    if env is not None:
-        restore(env, workdir, reseed=False)
+    if env is not None and not restored:
+        restore(None, workdir, reseed=False)
     install()
     argv = [sys.executable, *(sys.argv[1:] if argv is None else argv)]
     sys.orig_argv = argv
-    code = _reactor.run(argv, dict(os.environ))
+    # The runner sets the environment itself (os.environ, and C's through putenv).
+    code = _reactor.run(argv, dict(os.environ) if env is None else env)
     finish()
     os._exit(code)
+
+
+def serve():
+    """A guest on standby (crates/runtime/src/standby.rs): what a run from a snapshot
+    does before its program (`restore`, `install`, the generators reseeded), done
+    before any run asks; then one door call that the host answers, when a run takes
+    this guest, with the run's `go` string."""
+    global _seeded
+    restore(None, "/work", reseed=False)
+    install()
+    modules = sys.modules
+    _reseed(modules.get("random"), modules.get("numpy.random"))
+    _seeded = True
+    had_host = "_host" in modules
+    import _host
+
+    call = _host.call
+    if not had_host:  # as a run that never used the door: `_host` not imported
+        del modules["_host"]
+    go(call(b"\0wasi-python standby").decode(), restored=True)
+
+
+def go(spec, restored=False):
+    """A run from a snapshot (crates/runtime/src/run.rs): `spec` holds the working
+    folder, the number of arguments, the arguments, then the environment's names and
+    values, separated by NUL (which none of them holds). One string literal keeps the
+    turn's code short: the guest compiles it, and a dict display of the environment
+    doubled the compile time."""
+    parts = spec.split("\0")
+    n = int(parts[1])
+    env = parts[2 + n :]
+    main(parts[2 : 2 + n], dict(zip(env[::2], env[1::2])), parts[0], restored)
 
 
 def finish():

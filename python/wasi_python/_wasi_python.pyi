@@ -12,7 +12,7 @@ __all__ = [
     "SessionHandle", "SnapshotHandle",
     "CompiledTool", "MemoryFilesHandle", "Options", "MountSpec", "Outcome", "ToolRecord", "ToolOutcome",
     "run", "check_artifacts", "precompile", "cpu_level", "cache_origin", "default_preload", "prepare_preload", "check_schema",
-    "shutdown_tools", "sweep_private_folders", "WASMTIME_VERSION", "DEFAULTS",
+    "shutdown_tools", "sweep_private_folders", "guests_on_standby", "WASMTIME_VERSION", "DEFAULTS",
 ]
 
 WASMTIME_VERSION: str
@@ -170,6 +170,7 @@ def prepare_preload(dir: str, preload: Optional[Sequence[str]]) -> Optional[Path
 def check_schema(schema_json: str, validates_input: bool) -> None: ...
 def shutdown_tools(timeout_s: float) -> int: ...
 def sweep_private_folders(wait_s: float) -> int: ...
+def guests_on_standby() -> int: ...
 def run(artifacts: str, argv: Sequence[str], stdin: bytes, options: Options, cancel: Optional[CancelToken] = None) -> Outcome: ...
 
 @final

@@ -103,6 +103,12 @@ pub(crate) fn sweep_private_folders(py: Python<'_>, wait_s: f64) -> PyResult<usi
     Ok(py.detach(|| wasi_python_runtime::sweep_private_folders(wait)))
 }
 
+/// How many guests wait on standby in this process (a diagnostic).
+#[pyfunction]
+pub(crate) fn guests_on_standby() -> usize {
+    wasi_python_runtime::guests_on_standby()
+}
+
 /// The modules a run preloads when `preload=` is not given, for these artifacts.
 #[pyfunction]
 pub(crate) fn default_preload(dir: &str) -> PyResult<Vec<String>> {

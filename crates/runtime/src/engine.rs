@@ -223,6 +223,7 @@ pub(crate) fn prepare(
         cpu,
         live: Arc::new(AtomicUsize::new(0)),
         image: None,
+        standby: crate::standby::Ready::new(),
     })
 }
 
@@ -242,6 +243,8 @@ pub(crate) struct Flavoured {
     /// A snapshot's memory image and its size in wasm pages, which every module of
     /// this flavour starts from instead of the artifact's own.
     image: Option<(PathBuf, u64)>,
+    /// Guests on standby for this flavour's next fresh run (standby.rs).
+    pub(crate) standby: Arc<crate::standby::Ready>,
 }
 
 /// Holds a pool slot for as long as its store lives.
@@ -306,6 +309,7 @@ impl Flavoured {
             cpu: self.cpu,
             live: self.live.clone(),
             image: Some((image.to_owned(), pages)),
+            standby: crate::standby::Ready::new(),
         })
     }
 

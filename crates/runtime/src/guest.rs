@@ -10,8 +10,7 @@
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
-use wasmtime::{Store, StoreLimitsBuilder, TypedFunc, UpdateDeadline};
-use wasmtime_wasi::p2::pipe::MemoryInputPipe;
+use wasmtime::{Store, TypedFunc, UpdateDeadline};
 use wasmtime_wasi::{FsPerms, WasiCtxBuilder};
 
 use crate::budget::Limits as BudgetLimits;
@@ -20,7 +19,7 @@ use crate::engine::Prepared;
 use crate::files::FileState;
 use crate::host::{GuestClock, GuestLimits, HostState};
 use crate::outcome::{Completed, Trapped, Truncated, classify, exit_status};
-use crate::output::CappedPipe;
+use crate::output::{CappedPipe, InputPipe};
 use crate::CallContext;
 use crate::stop::Ticker;
 use crate::tempdir::TempDir;
@@ -53,13 +52,17 @@ pub(crate) struct Ending {
 /// A guest's store with what the host keeps of it.
 pub(crate) struct Guest {
     pub(crate) store: Store<HostState>,
-    stdout: CappedPipe,
-    stderr: CappedPipe,
+    pub(crate) stdin: InputPipe,
+    pub(crate) stdout: CappedPipe,
+    pub(crate) stderr: CappedPipe,
     exports: Option<Exports>,
     metered: bool,
+    /// Whether [`Guest::call`] runs the epoch ticker (a guest on standby starts it when
+    /// its run arrives, standby.rs).
+    pub(crate) ticks: bool,
     /// The run's tool door and each turn's budget, when it offers tools: its record
     /// becomes [`Completed::tools`].
-    tools: Option<(ToolDoor, BudgetLimits)>,
+    pub(crate) tools: Option<(ToolDoor, BudgetLimits)>,
     /// Dropped after the store (fields drop in order): the private folders go last.
     _tmp: TempDir,
 }
@@ -110,8 +113,9 @@ impl Guest {
         args: &[String],
         mono_start: u64,
     ) -> Result<Guest, Error> {
-        let tmp = TempDir::new()?;
+        let mut tmp = TempDir::new()?;
         let limits = &config.limits;
+        let stdin = InputPipe::new(config.stdin.clone());
         let stdout = CappedPipe::new(limits.output_bytes);
         let stderr = CappedPipe::new(limits.output_bytes);
 
@@ -122,7 +126,7 @@ impl Guest {
         b.monotonic_clock(GuestClock { origin: mono_origin, start: mono_start });
         b.args(args)
             .envs(&env)
-            .stdin(MemoryInputPipe::new(bytes::Bytes::from(config.stdin.clone())))
+            .stdin(stdin.clone())
             .stdout(stdout.clone())
             .stderr(stderr.clone());
         let preopen = |b: &mut WasiCtxBuilder, host: &Path, guest: &str, perms| {
@@ -164,14 +168,7 @@ impl Guest {
 
         let state = HostState {
             wasi,
-            limits: GuestLimits(
-                StoreLimitsBuilder::new()
-                    .memory_size(usize::try_from(limits.memory_bytes).unwrap_or(usize::MAX))
-                    .instances(1)
-                    .memories(1)
-                    .tables(1)
-                    .build(),
-            ),
+            limits: GuestLimits::new(limits.memory_bytes),
             stop: CallContext { deadline: None, cancel: config.cancel.clone() },
             door: config.door.clone(),
             files: FileState::new(limits.file_write_bytes, limits.max_open_files),
@@ -181,6 +178,8 @@ impl Guest {
             alloc: None,
             mono_origin,
             mono_start,
+            standby: None,
+            ticking: None,
         };
         let metered = limits.fuel.is_some();
         let mut store = Store::new(&prepared.engine, state);
@@ -194,7 +193,7 @@ impl Guest {
             None => Ok(UpdateDeadline::Continue(1)),
         });
         store.set_epoch_deadline(1);
-        Ok(Guest { store, stdout, stderr, exports: None, metered, tools: config.tools.clone(), _tmp: tmp })
+        Ok(Guest { store, stdin, stdout, stderr, exports: None, metered, ticks: true, tools: config.tools.clone(), _tmp: tmp })
     }
 
     /// Instantiates, keeping the memory and allocator the door needs and the `turn`
@@ -244,7 +243,7 @@ impl Guest {
         call: impl FnOnce(&mut Guest) -> wasmtime::Result<i32>,
         status: impl FnOnce(i32) -> Result<i32, Trapped>,
     ) -> Ending {
-        let _ticking = Ticker::global().activate(self.store.engine());
+        let _ticking = self.ticks.then(|| Ticker::global().activate(self.store.engine()));
         let outcome = call(self);
         let fuel_used = match (self.metered, fuel, self.store.get_fuel()) {
             (true, Some(cap), Ok(left)) => Some(cap.saturating_sub(left)),
@@ -338,6 +337,7 @@ impl Guest {
     /// tool door's record.
     pub(crate) fn complete(&mut self, ending: Ending, started: Instant, files: OpenFiles) -> Completed {
         let data = self.store.data_mut();
+        data.ticking = None;
         let mounts = data.mounts.as_deref_mut().map(|t| {
             match files {
                 // Within the grace after the deadline and cancel this call was armed with.

@@ -30,6 +30,11 @@ pub(crate) struct HostState {
     /// ([`GuestClock`], which wasmtime-wasi's clock calls use too).
     pub(crate) mono_origin: Instant,
     pub(crate) mono_start: u64,
+    /// A guest on standby until its run arrives (standby.rs).
+    pub(crate) standby: Option<Box<crate::standby::Waiting>>,
+    /// The epoch ticker of a run that a guest on standby took (its guest thread did not
+    /// start it: the standby waited without one).
+    pub(crate) ticking: Option<crate::stop::TickerGuard>,
 }
 
 /// The guest's monotonic clock. A run's starts at [`GUEST_CLOCK_START`], a snapshot
@@ -65,6 +70,20 @@ pub(crate) struct InitialMemoryTooLarge {
 /// so the run's outcome is named by kind. A later growth over the limit is refused
 /// (`memory.grow` answers -1: CPython raises MemoryError).
 pub(crate) struct GuestLimits(pub(crate) StoreLimits);
+
+impl GuestLimits {
+    /// One instance with one memory of at most `memory_bytes` and one table.
+    pub(crate) fn new(memory_bytes: u64) -> GuestLimits {
+        GuestLimits(
+            wasmtime::StoreLimitsBuilder::new()
+                .memory_size(usize::try_from(memory_bytes).unwrap_or(usize::MAX))
+                .instances(1)
+                .memories(1)
+                .tables(1)
+                .build(),
+        )
+    }
+}
 
 impl ResourceLimiter for GuestLimits {
     fn memory_growing(&mut self, current: usize, desired: usize, maximum: Option<usize>) -> wasmtime::Result<bool> {
@@ -130,6 +149,9 @@ fn door_call(
     out_ptr_ptr: i32,
     out_len_ptr: i32,
 ) -> wasmtime::Result<i32> {
+    if caller.data().standby.is_some() {
+        return standby_call(caller, ptr, len, out_ptr_ptr, out_len_ptr);
+    }
     let (Some(door), Some(memory), Some(alloc)) = (
         caller.data().door.clone(),
         caller.data().memory,
@@ -163,33 +185,74 @@ fn door_call(
         _ => return Ok(DOOR_FAULT),
     };
     // From here a failure means the guest never gets the reply: the door's record says so.
-    let undelivered = |why: String| {
-        door.undelivered(&why);
-        Ok(DOOR_FAULT)
-    };
+    match deliver(&mut caller, memory, &alloc, &bytes, out_ptr_ptr, out_len_ptr) {
+        Ok(Ok(())) => Ok(0),
+        Ok(Err(why)) => {
+            door.undelivered(&why);
+            Ok(DOOR_FAULT)
+        }
+        Err(trap) => {
+            door.undelivered(&format!("the guest trapped allocating {} bytes for the answer", bytes.len()));
+            Err(trap)
+        }
+    }
+}
+
+/// Writes `bytes` into memory from the guest's allocator and their place and length at
+/// `out_ptr_ptr` and `out_len_ptr`. `Ok(Err(why))`: the guest never got them; `Err`:
+/// the guest trapped in its allocator.
+fn deliver(
+    caller: &mut Caller<'_, HostState>,
+    memory: Memory,
+    alloc: &TypedFunc<i32, i32>,
+    bytes: &[u8],
+    out_ptr_ptr: i32,
+    out_len_ptr: i32,
+) -> wasmtime::Result<Result<(), String>> {
     let Ok(n) = i32::try_from(bytes.len()) else {
-        return undelivered(format!("a {}-byte answer is over 2 GiB", bytes.len()));
+        return Ok(Err(format!("a {}-byte answer is over 2 GiB", bytes.len())));
     };
     // The guest frees `*out_ptr` after every call, so it must come from its own allocator.
-    let p = match alloc.call(&mut caller, n) {
-        Ok(p) => p,
-        Err(trap) => {
-            door.undelivered(&format!("the guest trapped allocating {n} bytes for the answer"));
-            return Err(trap);
-        }
-    };
+    let p = alloc.call(&mut *caller, n)?;
     if p == 0 {
-        return undelivered(format!("the guest had no memory for a {n}-byte answer"));
+        return Ok(Err(format!("the guest had no memory for a {n}-byte answer")));
     }
-    let data = memory.data_mut(&mut caller);
-    let Some(dst) = span(p, bytes.len(), data.len()) else {
-        return undelivered(format!("the guest's allocator gave {p:#x}, outside its memory, for the answer"));
+    let data = memory.data_mut(&mut *caller);
+    let (Some(dst), Some(o1), Some(o2)) = (
+        span(p, bytes.len(), data.len()),
+        span(out_ptr_ptr, 4, data.len()),
+        span(out_len_ptr, 4, data.len()),
+    ) else {
+        return Ok(Err(format!("the guest's allocator gave {p:#x}, outside its memory, for the answer")));
     };
-    data[dst].copy_from_slice(&bytes);
-    let (o1, o2) = (out_ptr_ptr as u32 as usize, out_len_ptr as u32 as usize);
-    data[o1..o1 + 4].copy_from_slice(&(p as u32).to_le_bytes());
-    data[o2..o2 + 4].copy_from_slice(&(n as u32).to_le_bytes());
-    Ok(0)
+    data[dst].copy_from_slice(bytes);
+    data[o1].copy_from_slice(&(p as u32).to_le_bytes());
+    data[o2].copy_from_slice(&(n as u32).to_le_bytes());
+    Ok(Ok(()))
+}
+
+/// The first door call of a guest on standby: waits for its run (standby.rs) and
+/// answers with the run's command line. Anything amiss ends the guest.
+fn standby_call(mut caller: Caller<'_, HostState>, ptr: i32, len: i32, out_ptr_ptr: i32, out_len_ptr: i32) -> wasmtime::Result<i32> {
+    let (Some(memory), Some(alloc)) = (caller.data().memory, caller.data().alloc.clone()) else {
+        return Err(wasmtime::format_err!("a guest on standby without memory or allocator"));
+    };
+    let frame = {
+        let data = memory.data(&caller);
+        let Some(req) = span(ptr, len as u32 as usize, data.len()) else {
+            return Err(wasmtime::format_err!("a guest on standby sent a frame outside its memory"));
+        };
+        data[req].to_vec()
+    };
+    let memory_now = memory.data_size(&caller) as u64;
+    let engine = caller.engine().clone();
+    let (answer, ticking) = crate::standby::wait_for_run(caller.data_mut(), &frame, memory_now, &engine)?;
+    caller.data_mut().ticking = Some(ticking);
+    caller.as_context_mut().set_epoch_deadline(1);
+    match deliver(&mut caller, memory, &alloc, &answer, out_ptr_ptr, out_len_ptr)? {
+        Ok(()) => Ok(0),
+        Err(why) => Err(wasmtime::format_err!("the run's command line did not reach the guest: {why}")),
+    }
 }
 
 // The WASI errno values used here, from the one table.

@@ -38,6 +38,7 @@ mod run;
 mod runtime;
 mod session;
 mod snapshot;
+mod standby;
 mod stop;
 mod tempdir;
 mod threads;
@@ -55,6 +56,7 @@ pub use engine::{CACHE_ENV, CPU_ENV, CpuLevel, Flavour, WASMTIME_VERSION, defaul
 pub use error::Error;
 pub use files::{DEFAULT_FILE_WRITE_BYTES, DEFAULT_MAX_OPEN_FILES, MAX_CREATED_ENTRIES, guest_descriptors_held};
 pub use tempdir::sweep_private_folders;
+pub use standby::{STANDBY_ENV, guests_on_standby};
 pub use outcome::{Completed, Trapped, Truncated};
 pub use run::RunHandle;
 pub use runtime::Runtime;

@@ -1,4 +1,6 @@
-//! Captured stdout/stderr: keep the first N bytes, drop the rest, tell the guest all went well.
+//! The guest's standard streams: stdin from bytes the host may set before the program
+//! reads them (a guest on standby gets its run's later, standby.rs), and captured
+//! stdout/stderr: keep the first N bytes, drop the rest, tell the guest all went well.
 
 use std::pin::Pin;
 use std::sync::Arc;
@@ -7,8 +9,69 @@ use std::task::{Context, Poll};
 
 use bytes::Bytes;
 use parking_lot::Mutex;
-use wasmtime_wasi::cli::{IsTerminal, StdoutStream};
-use wasmtime_wasi::p2::{OutputStream, Pollable, StreamError};
+use wasmtime_wasi::cli::{IsTerminal, StdinStream, StdoutStream};
+use wasmtime_wasi::p2::{InputStream, OutputStream, Pollable, StreamError};
+
+/// Standard input: the bytes left to read, shared by every handle the guest makes,
+/// then end of file.
+#[derive(Clone, Debug, Default)]
+pub(crate) struct InputPipe {
+    left: Arc<Mutex<Bytes>>,
+}
+
+impl InputPipe {
+    pub(crate) fn new(bytes: Vec<u8>) -> Self {
+        InputPipe { left: Arc::new(Mutex::new(Bytes::from(bytes))) }
+    }
+
+    /// What the guest reads from now on.
+    pub(crate) fn set(&self, bytes: Vec<u8>) {
+        *self.left.lock() = Bytes::from(bytes);
+    }
+
+    fn take(&self, size: usize) -> Bytes {
+        let mut left = self.left.lock();
+        let size = size.min(left.len());
+        left.split_to(size)
+    }
+}
+
+#[wasmtime_wasi::async_trait]
+impl InputStream for InputPipe {
+    fn read(&mut self, size: usize) -> Result<Bytes, StreamError> {
+        if self.left.lock().is_empty() {
+            return Err(StreamError::Closed);
+        }
+        Ok(self.take(size))
+    }
+}
+
+#[wasmtime_wasi::async_trait]
+impl Pollable for InputPipe {
+    async fn ready(&mut self) {}
+}
+
+impl tokio::io::AsyncRead for InputPipe {
+    fn poll_read(self: Pin<&mut Self>, _cx: &mut Context<'_>, buf: &mut tokio::io::ReadBuf<'_>) -> Poll<std::io::Result<()>> {
+        buf.put_slice(&self.take(buf.remaining()));
+        Poll::Ready(Ok(()))
+    }
+}
+
+impl IsTerminal for InputPipe {
+    fn is_terminal(&self) -> bool {
+        false
+    }
+}
+
+impl StdinStream for InputPipe {
+    fn p2_stream(&self) -> Box<dyn InputStream> {
+        Box::new(self.clone())
+    }
+    fn async_stream(&self) -> Box<dyn tokio::io::AsyncRead + Send + Sync> {
+        Box::new(self.clone())
+    }
+}
 
 /// A capped in-memory sink. Writes past the cap are accepted and dropped, and the
 /// stream is marked truncated; the guest never sees an error, so it neither raises

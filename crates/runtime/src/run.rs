@@ -1,9 +1,13 @@
 //! One run: a fresh guest runs the caller's command line to its end.
 
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use crate::config::WORKDIR;
 use crate::engine::Flavoured;
-use crate::guest::{ARGV0, Guest, OpenFiles, guest_env, program_status, py_env, py_str};
+use crate::fork::Origin;
+use crate::guest::{ARGV0, Guest, OpenFiles, guest_env, program_status, py_str};
+use crate::standby::{self, Done, Job, SERVE, Taken, Waiting};
 use crate::{Artifacts, CancelToken, Completed, Error, RunConfig, Runtime};
 
 /// With our guest package, the `run` export is given this one-line program: it puts
@@ -26,17 +30,118 @@ impl Runtime {
         let grants = self.grants(&config)?;
         let (flavoured, origin) = self.flavour_for(&config)?;
         let (preloaded, clock) = (origin.restored(), origin.clock_start());
-        let artifacts = self.artifacts().clone();
         let cancel = config.cancel.clone();
         let (tx, rx) = std::sync::mpsc::sync_channel(1);
+        let done: Done = Box::new(move |result| {
+            let _ = tx.send(result);
+        });
+        let handle = RunHandle { rx: parking_lot::Mutex::new(rx), cancel };
+        let (config, done) = if standby::enabled() && takes_standby(&config, &origin) {
+            let started = Instant::now();
+            let memory_bytes = config.limits.memory_bytes;
+            let deadline = config.limits.deadline.and_then(|d| started.checked_add(d));
+            let job = Box::new(Job { spec: go_spec(&config), started, deadline, config, done });
+            let offered = flavoured.standby.offer(job);
+            // The next run's guest, made now on another thread.
+            self.make_standby(&flavoured, clock, memory_bytes);
+            match offered {
+                Ok(()) => return Ok(handle),
+                Err(job) => (job.config, job.done),
+            }
+        } else {
+            (config, done)
+        };
+        let artifacts = self.artifacts().clone();
         crate::threads::run_on_guest_thread(move || {
-            run_on_this_thread(&flavoured, &artifacts, config, grants, preloaded, clock, |result| {
-                let _ = tx.send(result);
-            });
+            run_on_this_thread(&flavoured, &artifacts, config, grants, preloaded, clock, done);
         })
         .map_err(|e| Error::io("spawning the guest thread", e))?;
-        Ok(RunHandle { rx: parking_lot::Mutex::new(rx), cancel })
+        Ok(handle)
     }
+}
+
+impl Runtime {
+    /// Starts making a guest on standby for `flavoured`'s next run, unless one is being
+    /// made or waits. `memory_bytes` is the memory limit it is made under (the run's
+    /// that asked for it; a run takes it only if its own limit is as large).
+    fn make_standby(&self, flavoured: &Arc<Flavoured>, clock: u64, memory_bytes: u64) {
+        if !flavoured.standby.claim_making() {
+            return;
+        }
+        let (f, artifacts) = (flavoured.clone(), self.artifacts().clone());
+        if crate::threads::run_on_guest_thread(move || standby_on_this_thread(&f, &artifacts, clock, memory_bytes)).is_err() {
+            flavoured.standby.made();
+        }
+    }
+}
+
+/// Whether a run can take a guest on standby: one from a preload image, with the
+/// plain engine, no grants or mounts and the default working folder (standby.rs).
+fn takes_standby(config: &RunConfig, origin: &Origin) -> bool {
+    matches!(origin, Origin::Preload(..))
+        && config.limits.fuel.is_none()
+        && config.grants.is_empty()
+        && config.mounts.is_empty()
+        && config.workdir_path() == WORKDIR
+}
+
+/// `_wasi_python_boot.go`'s string: the working folder, the argument count, the
+/// arguments, the environment's names and values, NUL-separated (none holds a NUL:
+/// the config refuses it).
+fn go_spec(config: &RunConfig) -> String {
+    let env = guest_env(config);
+    let argc = config.argv.len().to_string();
+    let mut parts: Vec<&str> = vec![config.workdir_path(), &argc];
+    parts.extend(config.argv.iter().map(String::as_str));
+    parts.extend(env.iter().flat_map(|(k, v)| [k.as_str(), v.as_str()]));
+    parts.join("\0")
+}
+
+/// A guest on standby: made, prepared by the guest package's `serve`, waiting in its
+/// door call for a run (standby.rs); then that run's program, its ending reported as
+/// a fresh run's.
+fn standby_on_this_thread(flavoured: &Flavoured, artifacts: &Artifacts, clock: u64, memory_bytes: u64) {
+    let mut config = RunConfig::new(Vec::<String>::new());
+    config.limits.memory_bytes = memory_bytes;
+    let (prepared, slot) = match flavoured.pick() {
+        Ok(picked) => picked,
+        Err(_) => return flavoured.standby.failed(),
+    };
+    let Ok(mut guest) = Guest::new(prepared, artifacts, &config, &[], &[], clock) else {
+        return flavoured.standby.failed();
+    };
+    let taken = Arc::new(parking_lot::Mutex::new(None));
+    guest.store.data_mut().standby = Some(Box::new(Waiting {
+        ready: flavoured.standby.clone(),
+        stdin: guest.stdin.clone(),
+        stdout: guest.stdout.clone(),
+        stderr: guest.stderr.clone(),
+        taken: taken.clone(),
+    }));
+    // No ticker while it waits: its run starts one (host.rs, `standby_call`).
+    guest.ticks = false;
+    let limits = &config.limits;
+    let ending = guest.call(
+        None,
+        |g| {
+            g.arm(None, None, limits.output_bytes, &config.cancel)?;
+            g.instantiate(prepared)?;
+            g.call_turn(SERVE)
+        },
+        program_status,
+    );
+    let Some(Taken { started, tools, done }) = taken.lock().take() else {
+        // Ended before a run took it: retired, idle too long, or failed (then no
+        // guest is made again for this image).
+        if guest.store.data().standby.is_some() {
+            flavoured.standby.failed();
+        }
+        return;
+    };
+    guest.tools = tools;
+    done(Ok(guest.complete(ending, started, OpenFiles::Flush)));
+    drop(guest);
+    drop(slot);
 }
 
 /// A run in progress.
@@ -76,13 +181,9 @@ enum Program {
 
 fn program(artifacts: &Artifacts, config: &RunConfig, preloaded: bool) -> Program {
     if preloaded {
-        let argv: Vec<String> = config.argv.iter().map(|a| py_str(a)).collect();
-        return Program::Turn(format!(
-            "__import__('_wasi_python_boot').main([{}], {}, {})",
-            argv.join(", "),
-            py_env(&guest_env(config)),
-            py_str(config.workdir_path())
-        ));
+        // `if 1:` makes the turn one statement, so the reactor compiles it once
+        // instead of splitting off a last expression to echo.
+        return Program::Turn(format!("if 1: __import__('_wasi_python_boot').go({})", py_str(&go_spec(config))));
     }
     let mut args = Vec::with_capacity(config.argv.len() + 3);
     args.push(ARGV0.to_owned());
@@ -102,7 +203,7 @@ fn run_on_this_thread(
     grants: Vec<(std::path::PathBuf, String, bool)>,
     preloaded: bool,
     clock: u64,
-    done: impl FnOnce(Result<Completed, Error>),
+    done: Done,
 ) {
     let started = Instant::now();
     let program = program(artifacts, &config, preloaded);

@@ -8,13 +8,19 @@
 //! named `wasi-python-<pid>-...`; those of dead processes are swept when the first
 //! folder of a process is made, and [`sweep_private_folders`] removes, at exit, those
 //! of runs still alive (the Python package calls it from `atexit`).
+//!
+//! Most runs never write a file: making and removing three folders on the host's disk
+//! was a fifth of such a run's time. So folders a run left exactly as they were made
+//! (empty, and the same size and times, which are set back if only they changed) are
+//! kept for the next run, up to [`MAX_SPARE`]; any other change and they are removed.
+//! The only trace of the earlier run is the folders' inode numbers and change times.
 
 use std::ffi::{CStr, CString, OsStr};
 use std::os::unix::ffi::OsStrExt;
 use std::os::fd::{AsFd, OwnedFd};
 use std::path::{Path, PathBuf};
 use std::sync::OnceLock;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::Duration;
 
 use parking_lot::{Condvar, Mutex};
@@ -26,20 +32,59 @@ use crate::Error;
 /// The most descriptors one removal holds at once.
 const MAX_HELD: usize = 16;
 const PREFIX: &str = "wasi-python-";
+/// Unchanged private folders kept for later runs, at most.
+const MAX_SPARE: usize = 16;
 
 /// The private folders of one run or session: `<root>/tmp` (the guest's `/tmp`) and
-/// `<root>/work` (its working folder and HOME). Removed, whole, when dropped.
+/// `<root>/work` (its working folder and HOME). When dropped, kept for the next run if
+/// the guest left them as they were made, else removed whole.
 #[derive(Debug)]
 pub(crate) struct TempDir {
     root: PathBuf,
+    /// `tmp` and `work` as they were made; None once the folders cannot be kept (a
+    /// mount's folder was added).
+    made: Option<[Made; 2]>,
 }
 
-/// The roots of this process's folders not yet removed.
+/// What a made folder looked like: what a guest could change without leaving an entry.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct Made {
+    ino: u64,
+    size: i64,
+    nlink: u64,
+    mode: u32,
+    atime: (i64, i64),
+    mtime: (i64, i64),
+}
+
+impl Made {
+    #[allow(clippy::unnecessary_cast, reason = "the stat fields' types differ between targets")]
+    fn of(st: &rustix::fs::Stat) -> Made {
+        Made {
+            ino: st.st_ino as u64,
+            size: st.st_size as i64,
+            nlink: st.st_nlink as u64,
+            mode: st.st_mode as u32,
+            atime: (st.st_atime as i64, st.st_atime_nsec as i64),
+            mtime: (st.st_mtime as i64, st.st_mtime_nsec as i64),
+        }
+    }
+}
+
+/// The roots of this process's folders in use, not yet removed or kept.
 static LIVE: Mutex<Vec<PathBuf>> = Mutex::new(Vec::new());
 static NONE_LIVE: Condvar = Condvar::new();
+/// Folders kept for the next run, with how they were made.
+static SPARE: Mutex<Vec<(PathBuf, [Made; 2])>> = Mutex::new(Vec::new());
+/// Set at exit: from then on folders are removed, never kept.
+static EXITING: AtomicBool = AtomicBool::new(false);
 
 impl TempDir {
     pub(crate) fn new() -> Result<Self, Error> {
+        if let Some((root, made)) = SPARE.lock().pop() {
+            LIVE.lock().push(root.clone());
+            return Ok(TempDir { root, made: Some(made) });
+        }
         static SWEPT: OnceLock<()> = OnceLock::new();
         SWEPT.get_or_init(|| sweep_dead(&std::env::temp_dir()));
         static COUNTER: AtomicU64 = AtomicU64::new(0);
@@ -52,10 +97,31 @@ impl TempDir {
         let make = |p: &Path| std::fs::create_dir(p).map_err(|e| Error::io(format!("creating {}", p.display()), e));
         make(&root)?;
         LIVE.lock().push(root.clone());
-        let dir = TempDir { root };
+        let mut dir = TempDir { root, made: None };
         make(&dir.tmp())?;
         make(&dir.work())?;
+        let stat = |p: &Path| rustix::fs::stat(p).map(|st| Made::of(&st)).ok();
+        dir.made = stat(&dir.tmp()).zip(stat(&dir.work())).map(|(t, w)| [t, w]);
         Ok(dir)
+    }
+
+    /// Whether `tmp` and `work` are as they were made: each empty, with the same
+    /// inode, size, links, mode and modification time. An access time changed alone
+    /// (reading the folder, or a guest setting it) is set back.
+    fn unchanged(&self, made: &[Made; 2]) -> bool {
+        [self.tmp(), self.work()].iter().zip(made).all(|(path, made)| {
+            let Ok(fd) = cstr(path.as_os_str()).and_then(|p| Ok(open_dir(rustix::fs::CWD, &p)?)) else {
+                return false;
+            };
+            let Ok(mut entries) = Dir::read_from(&fd) else { return false };
+            let empty = entries.all(|e| e.is_ok_and(|e| e.file_name() == c"." || e.file_name() == c".."));
+            let Ok(st) = rustix::fs::fstat(&fd) else { return false };
+            let now = Made::of(&st);
+            if !empty || (Made { atime: made.atime, ..now }) != *made {
+                return false;
+            }
+            now.atime == made.atime || set_times(&fd, made).is_ok()
+        })
     }
 
     /// The guest's `/tmp`.
@@ -70,7 +136,9 @@ impl TempDir {
 
     /// An empty folder: what wasmtime-wasi preopens at each mount's guest path (the
     /// calls under it are answered by the mount, see mounts/mod.rs).
-    pub(crate) fn empty(&self) -> Result<PathBuf, Error> {
+    pub(crate) fn empty(&mut self) -> Result<PathBuf, Error> {
+        // Routed to the mounts, never written, but not checked either: not kept.
+        self.made = None;
         let p = self.root.join("mnt");
         if !p.is_dir() {
             std::fs::create_dir(&p).map_err(|e| Error::io(format!("creating {}", p.display()), e))?;
@@ -79,9 +147,23 @@ impl TempDir {
     }
 }
 
+/// Sets a folder's access and modification times back to how they were made.
+fn set_times(fd: &OwnedFd, made: &Made) -> rustix::io::Result<()> {
+    let ts = |(sec, nsec): (i64, i64)| rustix::fs::Timespec { tv_sec: sec, tv_nsec: nsec as _ };
+    rustix::fs::futimens(fd, &rustix::fs::Timestamps { last_access: ts(made.atime), last_modification: ts(made.mtime) })
+}
+
 impl Drop for TempDir {
     fn drop(&mut self) {
-        let _ = remove_tree(&self.root);
+        let keep = self.made.as_ref().is_some_and(|made| {
+            !EXITING.load(Ordering::SeqCst) && SPARE.lock().len() < MAX_SPARE && self.unchanged(made)
+        });
+        match (keep, self.made) {
+            (true, Some(made)) => SPARE.lock().push((self.root.clone(), made)),
+            _ => {
+                let _ = remove_tree(&self.root);
+            }
+        }
         let mut live = LIVE.lock();
         live.retain(|p| p != &self.root);
         if live.is_empty() {
@@ -95,6 +177,13 @@ impl Drop for TempDir {
 /// running then loses its files; the process is ending). Returns how many folders had
 /// to be removed that way.
 pub fn sweep_private_folders(wait: Duration) -> usize {
+    EXITING.store(true, Ordering::SeqCst);
+    // Guests on standby hold folders too: ended now, they remove them at once.
+    crate::standby::retire_all();
+    let spare = std::mem::take(&mut *SPARE.lock());
+    for (root, _) in &spare {
+        let _ = remove_tree(root);
+    }
     let mut live = LIVE.lock();
     if !live.is_empty() {
         NONE_LIVE.wait_while_for(&mut live, |l| !l.is_empty(), wait);
@@ -261,6 +350,96 @@ mod tests {
         remove_tree(&root.join("missing")).unwrap();
         remove_tree(&root).unwrap();
         assert!(!root.exists());
+    }
+
+    /// Takes a spare if there is one; makes one whose drop must decide.
+    fn fresh() -> TempDir {
+        SPARE.lock().drain(..).for_each(|(root, _)| drop(remove_tree(&root)));
+        TempDir::new().unwrap()
+    }
+
+    fn spares() -> Vec<PathBuf> {
+        SPARE.lock().iter().map(|(root, _)| root.clone()).collect()
+    }
+
+    // One test, so the process-wide spare list is not shared between threads.
+    #[test]
+    fn folders_left_as_made_are_kept_for_the_next_run_and_any_other_change_removes_them() {
+        // Untouched: kept, and the next TempDir is the same folder.
+        let dir = fresh();
+        let root = dir.root.clone();
+        drop(dir);
+        assert_eq!(spares(), vec![root.clone()]);
+        let again = TempDir::new().unwrap();
+        assert_eq!(again.root, root);
+        assert!(spares().is_empty());
+        drop(again);
+
+        // A file left in /tmp, or in the working folder: removed.
+        for sub in ["tmp", "work"] {
+            let dir = fresh();
+            std::fs::write(dir.root.join(sub).join("left"), b"x").unwrap();
+            let root = dir.root.clone();
+            drop(dir);
+            assert!(spares().is_empty() && !root.exists(), "{sub}: a file left behind");
+        }
+
+        // A file made and removed again, the folder's times set back: nothing is left
+        // that the next run could see, so it is kept (whatever the folder's size did).
+        let dir = fresh();
+        let made = dir.made.unwrap()[0];
+        let f = dir.tmp().join("gone");
+        std::fs::write(&f, b"x").unwrap();
+        std::fs::remove_file(&f).unwrap();
+        let fd = open_dir(rustix::fs::CWD, &cstr(dir.tmp().as_os_str()).unwrap()).unwrap();
+        set_times(&fd, &made).unwrap();
+        let kept = Made::of(&rustix::fs::fstat(&fd).unwrap()) == made;
+        let root = dir.root.clone();
+        drop(dir);
+        assert_eq!(spares().contains(&root), kept);
+
+        // A modification time the guest set: removed.
+        let dir = fresh();
+        let fd = open_dir(rustix::fs::CWD, &cstr(dir.work().as_os_str()).unwrap()).unwrap();
+        let mut other = dir.made.unwrap()[1];
+        other.mtime.0 -= 1000;
+        set_times(&fd, &other).unwrap();
+        let root = dir.root.clone();
+        drop(dir);
+        assert!(spares().is_empty() && !root.exists(), "a changed mtime");
+
+        // Only the access time changed: set back, and kept.
+        let dir = fresh();
+        let made = dir.made.unwrap()[0];
+        let fd = open_dir(rustix::fs::CWD, &cstr(dir.tmp().as_os_str()).unwrap()).unwrap();
+        let mut other = made;
+        other.atime.0 -= 1000;
+        set_times(&fd, &other).unwrap();
+        let root = dir.root.clone();
+        drop(dir);
+        assert_eq!(spares(), vec![root.clone()]);
+        let st = rustix::fs::stat(root.join("tmp")).unwrap();
+        assert_eq!(Made::of(&st).atime, made.atime);
+
+        // A folder with a mount's empty folder: removed.
+        SPARE.lock().drain(..).for_each(|(root, _)| drop(remove_tree(&root)));
+        let mut dir = TempDir::new().unwrap();
+        dir.empty().unwrap();
+        let root = dir.root.clone();
+        drop(dir);
+        assert!(spares().is_empty() && !root.exists(), "with a mount folder");
+
+        // At exit: spares are removed, none kept from then on.
+        let dir = fresh();
+        let root = dir.root.clone();
+        drop(dir);
+        assert_eq!(sweep_private_folders(Duration::ZERO), 0);
+        assert!(!root.exists() && spares().is_empty());
+        let dir = TempDir::new().unwrap();
+        let root = dir.root.clone();
+        drop(dir);
+        assert!(!root.exists() && spares().is_empty());
+        EXITING.store(false, Ordering::SeqCst);
     }
 
     #[test]

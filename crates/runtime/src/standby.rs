@@ -1,0 +1,215 @@
+//! Guests on standby: a fresh run's instance made before the run asks for it.
+//!
+//! Most of a fresh run from a preload image is the same whatever the run: the store
+//! and its WASI context, the instance, the guest package's `restore`, the random
+//! generators reseeded, and compiling the turn that starts the program. A guest on
+//! standby does all of that on a guest thread of its own, then waits *inside* its one
+//! door call (`_wasi_python_boot.serve`, whose first `host.call` sends
+//! [`STANDBY_FRAME`]). A run that takes it sends a [`Job`]: its limits, stdin, tools
+//! and cancel are set on the store there, its command line is the call's answer, and
+//! only the program and its ending are left on the run's path.
+//!
+//! Which runs: fresh runs from a preload image with the plain engine, no grants, no
+//! mounts and the default working folder (runs with anything else start as before).
+//! One guest waits per preload image at most; the first eligible run of an image
+//! starts it, each run that takes it starts the next. It costs what an idle instance
+//! costs (a pool slot, the pages its preparation wrote, about 1 MB, and a thread) and
+//! ends after [`IDLE_FOR`] without a run, or at exit ([`retire_all`]).
+//!
+//! **Invariant:** nothing of the standby reaches the run but what a fresh instance
+//! would hold: its output before the run is dropped, it opened no file, and the run's
+//! limits, door and stdin replace the standby's before the answer is written. A
+//! standby is offered only once it waits, so a failure before that loses no run.
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::mpsc;
+use std::time::{Duration, Instant};
+
+use parking_lot::Mutex;
+
+use crate::budget::Limits as BudgetLimits;
+use crate::files::FileState;
+use crate::host::{GuestLimits, HostState};
+use crate::output::{CappedPipe, InputPipe};
+use crate::stop::{Ticker, TickerGuard};
+use crate::{CallContext, Completed, Error, RunConfig, ToolDoor};
+
+/// The frame `_wasi_python_boot.serve` sends to wait for its run.
+pub(crate) const STANDBY_FRAME: &[u8] = b"\0wasi-python standby";
+/// The turn a guest on standby runs.
+pub(crate) const SERVE: &str = "if 1: __import__('_wasi_python_boot').serve()";
+/// How long a guest waits for a run before it ends.
+pub(crate) const IDLE_FOR: Duration = Duration::from_secs(30);
+
+/// The environment variable that turns guests on standby off: `WASI_PYTHON_STANDBY=0`
+/// (read once per process).
+pub const STANDBY_ENV: &str = "WASI_PYTHON_STANDBY";
+
+/// Whether runs use guests on standby: yes, unless [`STANDBY_ENV`] is `0`.
+pub(crate) fn enabled() -> bool {
+    static ON: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
+    *ON.get_or_init(|| std::env::var_os(STANDBY_ENV).is_none_or(|v| v != "0"))
+}
+
+/// How many guests wait on standby in this process, for every runtime and image: a
+/// diagnostic (tests, benchmarks).
+pub fn guests_on_standby() -> usize {
+    ALL.lock().iter().filter_map(std::sync::Weak::upgrade).map(|r| r.waiting.lock().len()).sum()
+}
+
+/// What a run hands a guest on standby: its config (from which the guest takes its
+/// stdin, limits, door and cancel) and how to report its end.
+pub(crate) struct Job {
+    /// The answer to the standby frame: `_wasi_python_boot.go`'s string.
+    pub(crate) spec: String,
+    pub(crate) started: Instant,
+    pub(crate) deadline: Option<Instant>,
+    pub(crate) config: RunConfig,
+    pub(crate) done: Done,
+}
+
+/// Reports a run's end to its caller.
+pub(crate) type Done = Box<dyn FnOnce(Result<Completed, Error>) + Send>;
+
+/// What of a job is left for the guest thread once the store holds the rest.
+pub(crate) struct Taken {
+    pub(crate) started: Instant,
+    pub(crate) tools: Option<(ToolDoor, BudgetLimits)>,
+    pub(crate) done: Done,
+}
+
+/// A waiting guest: its id, its memory's size when it began to wait, and the channel
+/// that hands it a job.
+type Waiter = (u64, u64, mpsc::SyncSender<Box<Job>>);
+
+/// The guests waiting for a run of one flavour and image.
+#[derive(Debug, Default)]
+pub(crate) struct Ready {
+    waiting: Mutex<Vec<Waiter>>,
+    /// A guest is being made (at most one per image).
+    making: AtomicBool,
+    /// A guest failed before it could wait: none is made again.
+    broken: AtomicBool,
+}
+
+/// Every [`Ready`] list of the process, for [`retire_all`].
+static ALL: Mutex<Vec<std::sync::Weak<Ready>>> = Mutex::new(Vec::new());
+
+impl Ready {
+    pub(crate) fn new() -> Arc<Ready> {
+        let r = Arc::new(Ready::default());
+        ALL.lock().push(Arc::downgrade(&r));
+        r
+    }
+
+    /// Hands `job` to a waiting guest whose memory fits `memory_bytes`; gives the job
+    /// back if none takes it.
+    pub(crate) fn offer(&self, mut job: Box<Job>) -> Result<(), Box<Job>> {
+        loop {
+            let Some(tx) = ({
+                let mut w = self.waiting.lock();
+                let at = w.iter().rposition(|(_, mem, _)| *mem <= job.config.limits.memory_bytes);
+                at.map(|i| w.remove(i).2)
+            }) else {
+                return Err(job);
+            };
+            match tx.send(job) {
+                Ok(()) => return Ok(()),
+                // That guest is gone; try the next.
+                Err(mpsc::SendError(back)) => job = back,
+            }
+        }
+    }
+
+    /// Claims the making of the next guest; false if one is being made or waits, or
+    /// the last one failed.
+    pub(crate) fn claim_making(&self) -> bool {
+        !self.broken.load(Ordering::Relaxed)
+            && self.waiting.lock().is_empty()
+            && !self.making.swap(true, Ordering::SeqCst)
+    }
+
+    /// The guest claimed by [`Ready::claim_making`] waits (or was never started).
+    pub(crate) fn made(&self) {
+        self.making.store(false, Ordering::SeqCst);
+    }
+
+    /// The guest claimed by [`Ready::claim_making`] ended before it could wait.
+    pub(crate) fn failed(&self) {
+        self.broken.store(true, Ordering::Relaxed);
+        self.making.store(false, Ordering::SeqCst);
+    }
+}
+
+/// Ends every waiting guest (at exit: their private folders are then removed).
+pub(crate) fn retire_all() {
+    let lists: Vec<Arc<Ready>> = ALL.lock().iter().filter_map(std::sync::Weak::upgrade).collect();
+    for r in lists {
+        r.waiting.lock().clear();
+    }
+}
+
+/// What a guest on standby keeps in its store until its run arrives.
+pub(crate) struct Waiting {
+    pub(crate) ready: Arc<Ready>,
+    pub(crate) stdin: InputPipe,
+    pub(crate) stdout: CappedPipe,
+    pub(crate) stderr: CappedPipe,
+    /// Where the door call leaves the job's rest for the guest thread.
+    pub(crate) taken: Arc<Mutex<Option<Taken>>>,
+}
+
+/// The guest asked for its run: waits for a job (or the end of the standby), sets the
+/// job's limits, door, stdin and cancel on the store, and returns the bytes to answer
+/// with and the epoch ticker for the run. `Err` ends the guest: no run came, or the
+/// frame was not the standby's. `memory_now` is the guest's memory size in bytes.
+pub(crate) fn wait_for_run(
+    state: &mut HostState,
+    frame: &[u8],
+    memory_now: u64,
+    engine: &wasmtime::Engine,
+) -> wasmtime::Result<(Vec<u8>, TickerGuard)> {
+    let Some(waiting) = state.standby.take() else {
+        return Err(wasmtime::format_err!("not a guest on standby"));
+    };
+    if frame != STANDBY_FRAME {
+        return Err(wasmtime::format_err!("a guest on standby sent another frame first"));
+    }
+    static IDS: AtomicU64 = AtomicU64::new(0);
+    let id = IDS.fetch_add(1, Ordering::Relaxed);
+    let (tx, rx) = mpsc::sync_channel(1);
+    waiting.ready.waiting.lock().push((id, memory_now, tx));
+    waiting.ready.made();
+    let job = match rx.recv_timeout(IDLE_FOR) {
+        Ok(job) => job,
+        Err(_) => {
+            // Leave the list; if a run took this guest meanwhile, serve it.
+            let mut w = waiting.ready.waiting.lock();
+            match w.iter().position(|(i, _, _)| *i == id) {
+                Some(at) => {
+                    w.remove(at);
+                    return Err(wasmtime::format_err!("no run came for the guest on standby"));
+                }
+                None => {
+                    drop(w);
+                    rx.recv().map_err(|_| wasmtime::format_err!("the guest on standby was retired"))?
+                }
+            }
+        }
+    };
+    let Job { spec, started, deadline, config, done } = *job;
+    let limits = &config.limits;
+    // What the standby wrote before its run is not the run's.
+    waiting.stdout.take();
+    waiting.stderr.take();
+    waiting.stdout.set_cap(limits.output_bytes);
+    waiting.stderr.set_cap(limits.output_bytes);
+    waiting.stdin.set(config.stdin);
+    state.limits = GuestLimits::new(limits.memory_bytes);
+    state.files = FileState::new(limits.file_write_bytes, limits.max_open_files);
+    state.stop = CallContext { deadline, cancel: config.cancel };
+    state.door = config.door;
+    *waiting.taken.lock() = Some(Taken { started, tools: config.tools, done });
+    Ok((spec.into_bytes(), Ticker::global().activate(engine)))
+}

@@ -1,0 +1,97 @@
+"""Fresh runs served by a guest on standby (crates/runtime/src/standby.rs): a run from
+a preload image takes an instance prepared before it asked. Each test first makes sure
+a guest waits, then checks that the run behaves as a fresh run: its own arguments,
+environment, stdin, limits, tools and cancel, and nothing of another run."""
+
+from __future__ import annotations
+
+import threading
+import time
+
+from wasi_python import Grant, run
+from wasi_python import _wasi_python as _ext
+from wasi_python.tools import tool
+
+PRELOAD = ("numpy",)
+
+
+def standby_waits(**kw) -> None:
+    """Runs until a guest waits on standby for runs like this one (the first run of an
+    image starts one; a run that takes it starts the next)."""
+    until = time.monotonic() + 60
+    while True:
+        before = _ext.guests_on_standby()
+        if before:
+            return
+        assert run(["-c", "pass"], preload=PRELOAD, **kw).ok
+        while time.monotonic() < until and not _ext.guests_on_standby():
+            time.sleep(0.01)
+        assert time.monotonic() < until, "no guest came on standby"
+
+
+def test_a_run_on_standby_gets_its_own_arguments_environment_stdin_and_folder():
+    standby_waits()
+    done = run(
+        ["-c", "import os, sys; print(sys.argv, os.environ['X'], os.getcwd(), sys.stdin.read(), os.listdir('/tmp'))", "a1"],
+        preload=PRELOAD, env={"X": "y"}, stdin=b"from stdin",
+    )
+    assert done.ok, done.stderr
+    assert done.stdout == b"['-c', 'a1'] y /work from stdin []\n"
+    assert done.stderr == b""
+
+
+def test_runs_on_standby_do_not_share_random_state_or_globals():
+    code = "import random, numpy as np; print(random.random(), np.random.random(), 'leak' in globals()); leak = 1"
+    outs = []
+    for _ in range(3):
+        standby_waits()
+        done = run(["-c", code], preload=PRELOAD)
+        assert done.ok, done.stderr
+        outs.append(done.stdout.split())
+    assert len({o[0] for o in outs}) == 3 and len({o[1] for o in outs}) == 3
+    assert all(o[2] == b"False" for o in outs)
+
+
+def test_a_run_on_standby_keeps_its_own_deadline_memory_and_output_limits():
+    standby_waits()
+    t = time.monotonic()
+    spin = run(["-c", "while True: pass"], preload=PRELOAD, deadline_s=0.3)
+    assert spin.trapped == "deadline" and time.monotonic() - t < 5
+    standby_waits()
+    big = run(["-c", "x = bytearray(400 << 20)"], preload=PRELOAD, memory_bytes=300 << 20)
+    assert big.exit_code == 1 and b"MemoryError" in big.stderr
+    standby_waits()
+    loud = run(["-c", "print('x' * 5000)"], preload=PRELOAD, output_bytes=100)
+    assert loud.ok and len(loud.stdout) == 100 and loud.truncated
+
+
+def test_a_run_on_standby_is_cancelled_by_its_token():
+    standby_waits()
+    cancel = threading.Event()
+    threading.Timer(0.3, cancel.set).start()
+    done = run(["-c", "while True: pass"], preload=PRELOAD, cancel=cancel)
+    assert done.trapped == "cancelled"
+
+
+def test_a_run_on_standby_reaches_its_own_tools_and_records_them():
+    @tool
+    def add(a: int, b: int) -> int:
+        """Adds."""
+        return a + b
+
+    standby_waits()
+    done = run(["-c", "from host import tools; print(tools.add(a=2, b=3))"], preload=PRELOAD, tools=[add])
+    assert done.ok, done.stderr
+    assert done.stdout == b"5\n"
+    assert [(o.op, o.tool, o.outcome) for o in done.tools.outcomes] == [("list", None, "ok"), ("call", "add", "ok")]
+
+
+def test_runs_the_standby_cannot_serve_run_as_before(tmp_path):
+    (tmp_path / "f.txt").write_text("granted")
+    for kw in (dict(fuel=10**9), dict(grants=[Grant(str(tmp_path), "/data")])):
+        standby_waits()
+        waiting = _ext.guests_on_standby()
+        done = run(["-c", "import os; print(os.listdir('/data') if os.path.exists('/data') else 'none')"], preload=PRELOAD, **kw)
+        assert done.ok, done.stderr
+        assert _ext.guests_on_standby() == waiting, kw
+    assert done.stdout == b"['f.txt']\n"
