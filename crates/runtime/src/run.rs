@@ -36,41 +36,51 @@ impl Runtime {
             let _ = tx.send(result);
         });
         let handle = RunHandle { rx: parking_lot::Mutex::new(rx), cancel };
-        let (config, done) = if standby::enabled() && takes_standby(&config, &origin) {
-            let started = Instant::now();
-            let memory_bytes = config.limits.memory_bytes;
-            let deadline = config.limits.deadline.and_then(|d| started.checked_add(d));
-            let job = Box::new(Job { spec: go_spec(&config), started, deadline, config, done });
-            let offered = flavoured.standby.offer(job);
-            // The next run's guest, made now on another thread.
-            self.make_standby(&flavoured, clock, memory_bytes);
-            match offered {
-                Ok(()) => return Ok(handle),
-                Err(job) => (job.config, job.done),
+        // A run that could take a guest on standby leaves one behind on its thread, once
+        // its result is out and its instance dropped: the next run's, made off its path.
+        let standby = (standby::enabled() && takes_standby(&config, &origin))
+            .then(|| Standby { flavoured: flavoured.clone(), clock, memory_bytes: config.limits.memory_bytes });
+        let (config, done) = match &standby {
+            Some(_) => {
+                let started = Instant::now();
+                let deadline = config.limits.deadline.and_then(|d| started.checked_add(d));
+                let job = Box::new(Job { spec: go_spec(&config), started, deadline, config, done });
+                match flavoured.standby.offer(job) {
+                    Ok(()) => return Ok(handle),
+                    Err(job) => (job.config, job.done),
+                }
             }
-        } else {
-            (config, done)
+            None => (config, done),
         };
         let artifacts = self.artifacts().clone();
         crate::threads::run_on_guest_thread(move || {
             run_on_this_thread(&flavoured, &artifacts, config, grants, preloaded, clock, done);
+            if let Some(s) = standby {
+                s.serve(&artifacts);
+            }
         })
         .map_err(|e| Error::io("spawning the guest thread", e))?;
         Ok(handle)
     }
 }
 
-impl Runtime {
-    /// Starts making a guest on standby for `flavoured`'s next run, unless one is being
-    /// made or waits. `memory_bytes` is the memory limit it is made under (the run's
-    /// that asked for it; a run takes it only if its own limit is as large).
-    fn make_standby(&self, flavoured: &Arc<Flavoured>, clock: u64, memory_bytes: u64) {
-        if !flavoured.standby.claim_making() {
-            return;
-        }
-        let (f, artifacts) = (flavoured.clone(), self.artifacts().clone());
-        if crate::threads::run_on_guest_thread(move || standby_on_this_thread(&f, &artifacts, clock, memory_bytes)).is_err() {
-            flavoured.standby.made();
+/// What a guest on standby is made from: the flavour and image of the run that left it,
+/// its clock, and that run's memory limit (a run takes it only if its own memory limit
+/// holds what the guest's memory has grown to).
+struct Standby {
+    flavoured: Arc<Flavoured>,
+    clock: u64,
+    memory_bytes: u64,
+}
+
+impl Standby {
+    /// On this guest thread: makes a guest on standby unless one is being made or
+    /// waits, and, each time a run took it, the next one.
+    fn serve(&self, artifacts: &Artifacts) {
+        while self.flavoured.standby.claim_making() {
+            if !standby_on_this_thread(&self.flavoured, artifacts, self.clock, self.memory_bytes) {
+                return;
+            }
         }
     }
 }
@@ -99,16 +109,20 @@ fn go_spec(config: &RunConfig) -> String {
 
 /// A guest on standby: made, prepared by the guest package's `serve`, waiting in its
 /// door call for a run (standby.rs); then that run's program, its ending reported as
-/// a fresh run's.
-fn standby_on_this_thread(flavoured: &Flavoured, artifacts: &Artifacts, clock: u64, memory_bytes: u64) {
+/// a fresh run's. Whether a run took it.
+fn standby_on_this_thread(flavoured: &Flavoured, artifacts: &Artifacts, clock: u64, memory_bytes: u64) -> bool {
     let mut config = RunConfig::new(Vec::<String>::new());
     config.limits.memory_bytes = memory_bytes;
     let (prepared, slot) = match flavoured.pick() {
         Ok(picked) => picked,
-        Err(_) => return flavoured.standby.failed(),
+        Err(_) => {
+            flavoured.standby.failed();
+            return false;
+        }
     };
     let Ok(mut guest) = Guest::new(prepared, artifacts, &config, &[], &[], clock) else {
-        return flavoured.standby.failed();
+        flavoured.standby.failed();
+        return false;
     };
     let taken = Arc::new(parking_lot::Mutex::new(None));
     guest.store.data_mut().standby = Some(Box::new(Waiting {
@@ -136,12 +150,13 @@ fn standby_on_this_thread(flavoured: &Flavoured, artifacts: &Artifacts, clock: u
         if guest.store.data().standby.is_some() {
             flavoured.standby.failed();
         }
-        return;
+        return false;
     };
     guest.tools = tools;
     done(Ok(guest.complete(ending, started, OpenFiles::Flush)));
     drop(guest);
     drop(slot);
+    true
 }
 
 /// A run in progress.

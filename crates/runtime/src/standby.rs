@@ -11,10 +11,12 @@
 //!
 //! Which runs: fresh runs from a preload image with the plain engine, no grants, no
 //! mounts and the default working folder (runs with anything else start as before).
-//! One guest waits per preload image at most; the first eligible run of an image
-//! starts it, each run that takes it starts the next. It costs what an idle instance
-//! costs (a pool slot, the pages its preparation wrote, about 1 MB, and a thread) and
-//! ends after [`IDLE_FOR`] without a run, or at exit ([`retire_all`]).
+//! One guest waits per preload image at most. A run that could have taken one makes
+//! the next on its own guest thread once its result is out and its instance dropped,
+//! so the making stays off the runs' path: the first eligible run of an image makes the
+//! first, and the thread of a guest that served a run makes the next. It costs what an
+//! idle instance costs (a pool slot, the pages its preparation wrote, and a thread)
+//! and ends after [`IDLE_FOR`] without a run, or at exit ([`retire_all`]).
 //!
 //! **Invariant:** nothing of the standby reaches the run but what a fresh instance
 //! would hold: its output before the run is dropped, it opened no file, and the run's
@@ -126,12 +128,13 @@ impl Ready {
     /// the last one failed.
     pub(crate) fn claim_making(&self) -> bool {
         !self.broken.load(Ordering::Relaxed)
+            && !RETIRED.load(Ordering::SeqCst)
             && self.waiting.lock().is_empty()
             && !self.making.swap(true, Ordering::SeqCst)
     }
 
-    /// The guest claimed by [`Ready::claim_making`] waits (or was never started).
-    pub(crate) fn made(&self) {
+    /// The guest claimed by [`Ready::claim_making`] waits.
+    fn made(&self) {
         self.making.store(false, Ordering::SeqCst);
     }
 
@@ -142,8 +145,13 @@ impl Ready {
     }
 }
 
-/// Ends every waiting guest (at exit: their private folders are then removed).
+/// Set at exit: no guest is made on standby from then on.
+static RETIRED: AtomicBool = AtomicBool::new(false);
+
+/// Ends every waiting guest, and makes no more (at exit: their private folders are
+/// then removed).
 pub(crate) fn retire_all() {
+    RETIRED.store(true, Ordering::SeqCst);
     let lists: Vec<Arc<Ready>> = ALL.lock().iter().filter_map(std::sync::Weak::upgrade).collect();
     for r in lists {
         r.waiting.lock().clear();
