@@ -1,0 +1,139 @@
+"""The figures of the issue "A fresh sandbox in 0.2 ms": a fresh run, a session turn, a
+tool round trip, 16 concurrent runs and the memory after 200 runs, each measured with
+guests on standby (the default) and without (`WASI_PYTHON_STANDBY=0`), in alternating
+child processes so the two see the same machine.
+
+    .venv/bin/python tests/bench/fresh_bench.py            # about a minute on an idle machine
+    .venv/bin/python tests/bench/fresh_bench.py --quick    # a smoke run
+
+Timings are measured, never asserted. p50 unless said. See docs/benchmarks.md.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import subprocess
+import sys
+
+# One child process: prints a JSON dict of samples.
+CHILD = r"""
+import asyncio, json, resource, sys, time
+from wasi_python import Session, run, run_async
+from wasi_python import _wasi_python as ext
+from wasi_python.tools import tool
+n = int(sys.argv[1])
+out = {}
+
+def ok(d):
+    assert d.exit_code == 0 and d.trapped is None, (d.exit_code, d.trapped, d.stderr[-500:])
+    return d
+
+def settle():
+    # Time for the guest on standby to be made, as between an agent's turns.
+    until = time.monotonic() + 0.05
+    while time.monotonic() < until and (ext.guests_on_standby() == 0):
+        time.sleep(0.0005)
+    time.sleep(0.002)
+
+def fresh(code, key, pause):
+    for _ in range(20):
+        ok(run(["-c", code]))
+    xs = []
+    for _ in range(n):
+        if pause:
+            settle()
+        t = time.perf_counter()
+        ok(run(["-c", code]))
+        xs.append((time.perf_counter() - t) * 1e6)
+    out[key] = xs
+
+fresh("print(1)", "fresh print(1), spaced", True)
+fresh("print(1)", "fresh print(1), back to back", False)
+fresh("import pandas as pd; print(pd.DataFrame({'a': [1, 2]}).a.sum())", "fresh pandas DataFrame sum, spaced", True)
+
+with Session() as s:
+    s.run("x = 1")
+    xs = []
+    for _ in range(n * 3):
+        t = time.perf_counter()
+        s.run("x")
+        xs.append((time.perf_counter() - t) * 1e6)
+    out["session turn 'x'"] = xs
+
+@tool
+def echo(s: str) -> str:
+    "Echoes."
+    return s
+
+trip = '''
+import sys, time
+from host import tools
+e = tools.echo
+for _ in range(50): e(s="0123456789")
+T = time.perf_counter_ns
+for _ in range(int(sys.argv[1])):
+    t = T(); e(s="0123456789"); print(T() - t)
+'''
+d = ok(run(["-c", trip, str(n * 4)], tools=[echo], max_tool_calls=None))
+out["tool round trip 10 B, in guest"] = [int(x) / 1e3 for x in d.stdout.split()]
+
+async def concurrent(k):
+    t = time.perf_counter()
+    await asyncio.gather(*(run_async(["-c", "pass"]) for _ in range(k)))
+    return k / (time.perf_counter() - t)
+
+asyncio.run(concurrent(16))
+out["16 concurrent run_async pass, runs/s"] = [asyncio.run(concurrent(16)) for _ in range(max(5, n // 20))]
+print(json.dumps(out))
+"""
+
+RSS = r"""
+import resource
+from wasi_python import run
+for i in range(200):
+    assert run(['-c', 'print(1)']).exit_code == 0
+print(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024)
+"""
+
+def child(script: str, standby: bool, *args: str) -> str:
+    env = dict(os.environ, WASI_PYTHON_STANDBY="1" if standby else "0")
+    r = subprocess.run([sys.executable, "-c", script, *args], env=env, capture_output=True, text=True, timeout=1200)
+    if r.returncode != 0:
+        sys.exit(f"a bench child failed:\n{r.stderr[-3000:]}")
+    return r.stdout
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--quick", action="store_true")
+    ap.add_argument("--rounds", type=int, default=2, help="alternating rounds of each setting")
+    args = ap.parse_args()
+    n = 60 if args.quick else 300
+    load = os.getloadavg()
+    print(f"python {sys.version.split()[0]}, load {load[0]:.2f} {load[1]:.2f} {load[2]:.2f} on {os.cpu_count()} cores, n={n}", flush=True)
+    samples: dict[bool, dict[str, list[float]]] = {True: {}, False: {}}
+    rss: dict[bool, list[float]] = {True: [], False: []}
+    for _ in range(args.rounds):
+        for standby in (False, True):
+            for k, v in json.loads(child(CHILD, standby, str(n))).items():
+                samples[standby].setdefault(k, []).extend(v)
+            rss[standby].append(float(child(RSS, standby)))
+    keys = list(samples[True])
+    w = max(len(k) for k in keys) + 2
+    print(f"{'measure':<{w}}{'unit':>8}{'without standby':>18}{'with standby':>15}")
+    for k in keys:
+        unit = "runs/s" if "runs/s" in k else "µs"
+        cells = []
+        for standby in (False, True):
+            xs = sorted(samples[standby][k])
+            p50 = statistics.median(xs)
+            cells.append(f"{p50:.0f}" if p50 >= 100 else f"{p50:.1f}")
+        print(f"{k:<{w}}{unit:>8}{cells[0]:>18}{cells[1]:>15}")
+    print(f"{'peak RSS after 200 fresh runs (max of rounds)':<{w}}{'MiB':>8}{max(rss[False]):>18.0f}{max(rss[True]):>15.0f}")
+
+
+if __name__ == "__main__":
+    main()
