@@ -216,3 +216,35 @@ fn a_session_from_a_snapshot_keeps_its_state_and_sees_its_grants() {
     assert_eq!(text(&c.stdout), "[0, 1, 2]\n");
     s.close();
 }
+
+/// Waits until a guest is on standby (the first preloaded run leaves one behind).
+fn standby_waits() {
+    let until = std::time::Instant::now() + Duration::from_secs(60);
+    while wasi_python_runtime::guests_on_standby() == 0 {
+        assert_eq!(run(pre("pass")).exit_code, Some(0));
+        while wasi_python_runtime::guests_on_standby() == 0 && std::time::Instant::now() < until {
+            std::thread::sleep(Duration::from_millis(5));
+        }
+        assert!(std::time::Instant::now() < until, "no guest came on standby");
+    }
+}
+
+#[test]
+fn a_run_on_standby_is_a_fresh_run_with_its_own_settings() {
+    // Other tests of this binary may take the waiting guest first; then the run is made
+    // afresh. Either way it must behave as a fresh run with its own settings.
+    standby_waits();
+    let done = run(pre("import os, sys; print(sys.argv[1:], os.environ['K'], sys.stdin.read())")
+        .argv(["-c", "import os, sys; print(sys.argv[1:], os.environ['K'], sys.stdin.read())", "x"])
+        .env("K", "v")
+        .stdin(b"in".to_vec()));
+    assert_eq!(done.exit_code, Some(0), "{}", String::from_utf8_lossy(&done.stderr));
+    assert_eq!(done.stdout, b"['x'] v in\n");
+    standby_waits();
+    let spin = runtime().run(pre("while True: pass").deadline(Some(Duration::from_millis(300)))).unwrap();
+    assert_eq!(spin.trapped, Some(Trapped::Deadline));
+    standby_waits();
+    let loud = run(pre("print('y' * 1000)").output_bytes(10));
+    assert_eq!(loud.stdout, b"yyyyyyyyyy");
+    assert!(loud.truncated.stdout);
+}
