@@ -312,3 +312,17 @@ def test_a_session_whose_actor_died_resumes_and_says_what_was_lost(pool) -> None
 def test_importing_the_package_does_not_import_ray() -> None:
     out = run_python("-c", "import sys, wasi_python, wasi_python.tools; print('ray' in sys.modules)")
     assert out.stdout.strip() == b"False", out.stderr
+
+
+def test_a_compile_notice_is_warned_once_for_the_pool(pool) -> None:
+    from wasi_python.ray import CompileNotice
+
+    notice = "wasi_python: no compiled copy for this machine is shipped or cached: compiling the guest now"
+    facts = [{"name": f"w{i}", "node": "n" * 20, "notices": [notice]} for i in range(3)]
+    with pytest.warns(CompileNotice) as warned:
+        for f in facts:
+            pool._took(f)
+    assert len(warned) == 1 and notice in str(warned[0].message)
+    assert [a for a, n in pool.notices if n == notice] == ["w0", "w1", "w2"]
+    # The pool's own actors loaded what the cache holds: nothing compiled.
+    assert all(not i["notices"] and i["warm_ok"] for i in pool.ready())
