@@ -24,7 +24,7 @@ from helpers import lookup_region, run_python
 
 import ray  # noqa: E402 - a pinned test dependency (tests/requirements.txt)
 from wasi_python import MemoryFiles, Mount, run  # noqa: E402
-from wasi_python.ray import ActorLost, SandboxPool, SessionLost, stay  # noqa: E402
+from wasi_python.ray import ActorLost, SandboxPool, SessionLost, protect_local_runs, stay  # noqa: E402
 from wasi_python.tools import ToolCall, ToolDenied, ToolError, tool  # noqa: E402
 
 
@@ -38,7 +38,10 @@ def pool():
     top = tempfile.mkdtemp(prefix="wpray-")
     os.makedirs(f"{top}/home")
     os.environ.update(RAY_AUTH_MODE="disabled", RAY_USAGE_STATS_ENABLED="0", HOME=f"{top}/home", WASI_PYTHON_CACHE=cache)
-    ray.init(num_cpus=2, include_dashboard=False, _temp_dir=f"{top}/ray", log_to_driver=False)
+    # Ray's crash reporter would replace wasmtime's trap handlers in this process, where
+    # the other tests' guests overflow their stacks on purpose.
+    with protect_local_runs():
+        ray.init(num_cpus=2, include_dashboard=False, _temp_dir=f"{top}/ray", log_to_driver=False)
     try:
         with SandboxPool(2) as p:
             yield p
@@ -307,6 +310,12 @@ def test_a_session_whose_actor_died_resumes_and_says_what_was_lost(pool) -> None
     assert lost.value.actor == name and lost.value.lost_turns == (2, 3) and isinstance(lost.value, ActorLost)
     assert s.run("print(x)").stdout == b"1\n"
     s.close()
+
+
+def test_local_runs_in_this_driver_still_trap(pool) -> None:
+    overflow = ["-c", "def f(): f()\nimport sys; sys.setrecursionlimit(10**9); f()"]
+    assert run(overflow).trapped == "stack overflow"
+    assert pool.run(overflow).trapped == "stack overflow"
 
 
 def test_importing_the_package_does_not_import_ray() -> None:
