@@ -341,3 +341,26 @@ def test_a_compile_notice_is_warned_once_for_the_pool(pool) -> None:
     assert [a for a, n in pool.notices if n == notice] == ["w0", "w1", "w2"]
     # The pool's own actors loaded what the cache holds: nothing compiled.
     assert all(not i["notices"] and i["warm_ok"] for i in pool.ready())
+
+
+def test_an_async_tool_that_stays_is_cancelled_when_its_call_times_out(pool) -> None:
+    cancelled = threading.Event()
+
+    @tool(timeout_s=0.2)
+    async def wait_long() -> str:
+        """Waits a second."""
+        try:
+            await asyncio.sleep(1.0)
+        except asyncio.CancelledError:
+            cancelled.set()
+            raise
+        return "late"
+
+    code = "from host import tools\ntry:\n    tools.wait_long()\nexcept TimeoutError:\n    print('timeout')"
+    here = run(["-c", code], tools=[wait_long])
+    assert cancelled.wait(2.0)
+    cancelled.clear()
+    there = pool.run(["-c", code], tools=[stay(wait_long)])
+    same(there, here)
+    assert there.stdout == b"timeout\n"
+    assert cancelled.wait(2.0)  # here, in the caller's process, at its await
