@@ -254,6 +254,14 @@ class _Bundle:
         self.units: list[int] = []
         self.server = server
         self.has_stays = False
+        try:
+            self._make(kw)
+        except BaseException:
+            self.release()  # the units registered before a refusal
+            raise
+
+    def _make(self, kw: dict[str, Any]) -> None:
+        server = self.server
         sendable: dict[str, Any] = {}
         tools = kw.pop("tools", None)
         gate = kw.pop("gate", _tools_unset)
