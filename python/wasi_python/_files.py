@@ -264,6 +264,16 @@ class MemoryFiles:
             snapshot = {_norm(k): (bytes(v) if isinstance(v, bytearray) else v) for k, v in self.files.items()}
         return _ext.MemoryFilesHandle(snapshot, writable, self._observe if writable else None)
 
+    # Pickles as a copy of its files (without the lock), so a mount can be sent to another
+    # process (wasi_python.ray): a run there changes that copy.
+    def __getstate__(self) -> dict[str, Any]:
+        with self._lock:
+            return {"files": dict(self.files)}
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        self.files = state["files"]
+        self._lock = threading.Lock()
+
     def __repr__(self) -> str:
         return f"MemoryFiles({len(self.files)} files)"
 

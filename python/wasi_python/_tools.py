@@ -34,7 +34,9 @@ __all__ = [
     "ToolError",
     "ToolTimeout",
     "as_tools",
+    "face",
     "for_door",
+    "forwarding",
     "stubs",
     "tool",
 ]
@@ -152,6 +154,15 @@ class Tool:
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
         return self._target(*args, **kwargs)
 
+    def __reduce__(self) -> tuple[Any, ...]:
+        # A tool pickles as its callable and tool()'s options, and is made again where it
+        # is loaded (wasi_python.ray sends tools to Ray workers this way, with cloudpickle):
+        # the same schema and descriptor, compiled for that process's runtime on first use.
+        # A tool made by `forwarding` pickles as its face and its callable.
+        if self._options.get("face") is not None:
+            return (forwarding, (self._options["face"], self._target))
+        return (_made, (self._target, self._options))
+
     def __repr__(self) -> str:
         return f"<Tool {self.name}{self.signature}>"
 
@@ -224,6 +235,39 @@ def tool(
 def _made(target: Any, options: dict[str, Any]) -> Tool:
     fields = make(target, options, _unwrap(target))
     return Tool(**fields, _target=target, _options=dict(options), __wrapped__=target)
+
+
+#: What a tool shows the guest and the door, as plain values (`face`): everything but its
+#: callable, its Python signature and its parameters' hints.
+_FACE = (
+    "name", "description", "_input_schema", "_output_schema", "_annotations", "read_only",
+    "destructive", "idempotent", "open_world", "timeout_s", "validates_input", "fixed", "doc",
+    "_returns", "_descriptor",
+)
+
+
+def face(t: Tool) -> dict[str, Any]:
+    """``t`` as the guest and the door see it (name, descriptor, schemas, labels, timeout),
+    as plain picklable values: `forwarding` makes it a tool again in another process."""
+    return {k: copy.deepcopy(getattr(t, k)) for k in _FACE}
+
+
+def forwarding(tool_face: dict[str, Any], fn: Callable[..., Any]) -> Tool:
+    """A tool with the face of another (`face`) whose calls go to ``fn(**arguments)``, the
+    arguments as the guest sent them and the door checked them: the worker's half of a
+    tool served from another process (wasi_python.ray's ``stay``). The guest, the gate,
+    the schema check, the timeout and the record see the original tool."""
+    fields = {k: tool_face[k] for k in _FACE}
+    return Tool(
+        **fields,
+        fn=fn,
+        is_async=inspect.iscoroutinefunction(fn) or inspect.iscoroutinefunction(getattr(type(fn), "__call__", None)),
+        signature=inspect.Signature(),
+        _params=(),
+        _target=fn,
+        _options={**_DEFAULT_OPTIONS, "face": fields},
+        __wrapped__=fn,
+    )
 
 
 def _same(a: Any, b: Any) -> bool:

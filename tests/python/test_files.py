@@ -601,3 +601,13 @@ def test_an_open_file_follows_a_rename_of_itself_or_of_its_folder(kind):
     assert r.files.refused_writes == ()
     want = {"e/old.txt": b"old+!", "target": b"onetwo34"}
     assert p.files == (want if kind == "memory" else {"/" + k: v for k, v in want.items()})
+
+
+def test_memory_files_pickle_as_a_copy_of_their_files() -> None:
+    import pickle
+
+    mf = MemoryFiles({"a.txt": b"A"})
+    back = pickle.loads(pickle.dumps(mf))
+    assert back.files == {"a.txt": b"A"} and back.files is not mf.files
+    out = run(["-c", "open('/o/b.txt', 'w').write('B')"], mounts=[Mount(back, "/o", writable=True)])
+    assert out.ok and back.files == {"a.txt": b"A", "b.txt": b"B"} and mf.files == {"a.txt": b"A"}

@@ -1230,3 +1230,41 @@ def test_a_none_return_reads_as_written() -> None:
         """Do."""
 
     assert str(tool(f).signature) == "(x: int) -> None"
+
+
+def _scaled(x: int, factor: int = 2) -> int:
+    """Scale a number.
+
+    Args:
+        x: The number.
+    """
+    return x * factor
+
+
+def test_a_tool_pickles_as_its_function_and_options() -> None:
+    import pickle
+
+    t = tool(functools.partial(_scaled, factor=3), name="scaled", read_only=True, timeout_s=2.0)
+    back = pickle.loads(pickle.dumps(t))
+    assert back.descriptor() == t.descriptor() and back.input_schema == t.input_schema
+    assert (back.name, back.timeout_s, back.fixed, back(4)) == ("scaled", 2.0, ("factor",), 12)
+
+
+def test_a_forwarding_tool_has_the_face_of_the_original() -> None:
+    import pickle
+
+    from wasi_python import _tools
+
+    t = tool(functools.partial(_scaled, factor=3), name="scaled", timeout_s=2.0)
+    calls: list[dict[str, Any]] = []
+
+    async def elsewhere(**arguments: Any) -> str:
+        calls.append(arguments)
+        return "sent"
+
+    f = _tools.forwarding(_tools.face(t), elsewhere)
+    assert f.descriptor() == t.descriptor() and f.input_schema == t.input_schema and f.is_async
+    assert (f.name, f.timeout_s, f.fixed, f.validates_input) == ("scaled", 2.0, ("factor",), False)
+    assert asyncio.run(f.fn(x=1)) == "sent" and calls == [{"x": 1}]
+    again = pickle.loads(pickle.dumps(_tools.forwarding(_tools.face(t), len)))
+    assert again.descriptor() == t.descriptor() and again.fn is len

@@ -136,6 +136,18 @@ fn record_line(name: &str, body: &[u8]) -> String {
     format!("{name},sha256={},{}\n", b64url(&Sha256::digest(body)), body.len())
 }
 
+/// METADATA with `Requires-Dist: req` after the headers' last Requires-Dist (headers end at
+/// the first blank line; a description may follow). It is a line of its own, so a marker of
+/// the line before (`; extra == "ray"`, from pyproject's optional dependencies) is not its.
+fn with_requirement(text: &str, req: &str) -> String {
+    let mut lines: Vec<&str> = text.split('\n').collect();
+    let end = lines.iter().position(|l| l.is_empty()).unwrap_or(lines.len());
+    let at = lines[..end].iter().rposition(|l| l.starts_with("Requires-Dist:")).map_or(end, |i| i + 1);
+    let line = format!("Requires-Dist: {req}");
+    lines.insert(at, &line);
+    lines.join("\n")
+}
+
 /// Rewrites the wheel with `Requires-Dist: req` in its METADATA (the other entries are
 /// copied as they are, compressed), and its RECORD to match.
 fn add_requirement(wheel: &Path, req: &str) -> Result<()> {
@@ -149,14 +161,7 @@ fn add_requirement(wheel: &Path, req: &str) -> Result<()> {
         let mut text = String::new();
         src.by_name(&metadata)?.read_to_string(&mut text)?;
         ensure!(!text.contains(COMPILED_NAME), "METADATA already names {COMPILED_NAME}");
-        // The requirement goes after the headers' last Requires-Dist (headers end at the
-        // first blank line; a description may follow).
-        let mut lines: Vec<&str> = text.split('\n').collect();
-        let end = lines.iter().position(|l| l.is_empty()).unwrap_or(lines.len());
-        let at = lines[..end].iter().rposition(|l| l.starts_with("Requires-Dist:")).map_or(end, |i| i + 1);
-        let line = format!("Requires-Dist: {req}");
-        lines.insert(at, &line);
-        let text = lines.join("\n");
+        let text = with_requirement(&text, req);
         let mut records = String::new();
         src.by_name(&record)?.read_to_string(&mut records)?;
         let records: String = records
@@ -283,6 +288,29 @@ mod tests {
     fn the_compiled_list_magic_is_the_runtimes() {
         let runtime = include_str!("../../crates/runtime/src/cached.rs");
         assert!(runtime.contains(&format!("pub const COMPILED_MAGIC: &str = \"{COMPILED_MAGIC}\";")));
+    }
+
+    /// The METADATA maturin writes for pyproject.toml (the `ray` extra included) gains the
+    /// companion as an unconditional requirement, and keeps the extra as it was.
+    #[test]
+    fn the_companion_requirement_joins_the_extras_unconditionally() {
+        let pyproject = include_str!("../../pyproject.toml");
+        assert!(pyproject.contains("[project.optional-dependencies]\n") && pyproject.contains("\nray = [\"ray>=2.60\"]"));
+        let maturin = "Metadata-Version: 2.4\nName: wasi-python-sandbox\nVersion: 0.1.0\n\
+                       Requires-Dist: docstring-parser>=0.16,<0.19\nRequires-Dist: ray>=2.60 ; extra == 'ray'\n\
+                       Provides-Extra: ray\nSummary: Run untrusted Python.\n\nA description.\nRequires-Dist: not a header\n";
+        let out = with_requirement(maturin, "wasi-python-sandbox-compiled==0.1.0");
+        let headers: Vec<&str> = out.split("\n\n").next().unwrap().lines().collect();
+        assert_eq!(
+            headers[3..7],
+            [
+                "Requires-Dist: docstring-parser>=0.16,<0.19",
+                "Requires-Dist: ray>=2.60 ; extra == 'ray'",
+                "Requires-Dist: wasi-python-sandbox-compiled==0.1.0",
+                "Provides-Extra: ray",
+            ]
+        );
+        assert!(out.ends_with("\n\nA description.\nRequires-Dist: not a header\n"));
     }
 
     #[test]
