@@ -32,7 +32,9 @@ impl Runtime {
         let (preloaded, clock) = (origin.restored(), origin.clock_start());
         let cancel = config.cancel.clone();
         let (tx, rx) = std::sync::mpsc::sync_channel(1);
+        let active = standby::Active::new();
         let done: Done = Box::new(move |result| {
+            drop(active);
             let _ = tx.send(result);
         });
         let handle = RunHandle { rx: parking_lot::Mutex::new(rx), cancel };
@@ -75,9 +77,9 @@ struct Standby {
 
 impl Standby {
     /// On this guest thread: makes a guest on standby unless one is being made or
-    /// waits, and, each time a run took it, the next one.
+    /// waits or other runs are in progress, and, each time a run took it, the next one.
     fn serve(&self, artifacts: &Artifacts) {
-        while self.flavoured.standby.claim_making() {
+        while standby::runs_idle() && self.flavoured.standby.claim_making() {
             if !standby_on_this_thread(&self.flavoured, artifacts, self.clock, self.memory_bytes) {
                 return;
             }
