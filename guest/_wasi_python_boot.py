@@ -140,10 +140,32 @@ def preload(names):
             traceback.print_exc()
             sys.stderr.flush()
             raise SystemExit(3) from None
+    _warm()
     gc.collect()
     gc.freeze()
     global built_at
     built_at = __import__("time").monotonic()
+
+
+def _warm():
+    """Runs the first steps most programs take with a preloaded pandas once, in the
+    build: their one-time set-up (caches, dtype and dispatch tables filled on first
+    use, and the two modules those steps import, `numpy.rec` and
+    `pandas.io.formats.string`) then lies in the snapshot instead of costing every run.
+    A program that takes these steps ends exactly as it would have without them."""
+    pd = sys.modules.get("pandas")
+    if pd is None:
+        return
+    try:
+        df = pd.DataFrame({"a": [1, 2, 3], "b": [0.5, 1.5, 2.5], "c": ["x", "y", "x"]})
+        df.a.sum()
+        df["b"].mean()
+        df[df.a > 1]
+        df.groupby("c").sum()
+        df.describe()
+        repr(df)
+    except Exception:  # noqa: BLE001 - a warm-up that fails leaves the build as it was
+        pass
 
 
 def restore(env, workdir, reseed=True):
