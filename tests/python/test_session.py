@@ -60,6 +60,25 @@ def test_tracebacks_name_the_turn_and_the_callers_first_turn_is_turn_1(session):
     assert session.run("x").stdout == b"1\n"
 
 
+def test_a_one_expression_turn_echoes_and_reports_as_any_turn(session):
+    # One-line expression turns take the guest package's fast path (one compile, in
+    # "eval" mode); what they print, bind and report must be the reactor's.
+    assert session.run("print('a')").stdout == b"a\n"  # None: not echoed
+    assert session.run("[1, 2] + [3]").stdout == b"[1, 2, 3]\n"
+    assert session.run("_").stdout == b"[1, 2, 3]\n"
+    session.run("def g():\n    return 1 / 0")
+    fast, slow = session.run("g()"), session.run("y = g()")
+    for done in (fast, slow):
+        assert done.exit_code == 1
+        assert b"_wasi_python_boot" not in done.stderr and b"<reactor>" not in done.stderr
+        lines = done.stderr.decode().splitlines()
+        assert lines[0] == "Traceback (most recent call last):" and lines[1].startswith('  File "<turn ')
+        assert lines[-1] == "ZeroDivisionError: division by zero"
+    # Text the reactor refuses is refused the same: leading space, a statement.
+    assert b"IndentationError" in session.run(" 1 + 1").stderr
+    assert session.run("pass").stdout == b""
+
+
 def test_the_first_turns_traceback_is_turn_1():
     with Session() as s:
         done = s.run("raise ValueError('first')")
