@@ -80,38 +80,41 @@ def install():
     if _reactor._refresh is not _refresh:
         _reactor_refresh = _reactor._refresh
         _reactor._refresh = _refresh
-    if not getattr(_reactor._run_turn, "_ours", False):
-        names = {}
-        exec(compile(_RUN_TURN, "<reactor>", "exec"), names)
-        turn = names["_run_turn"]
-        turn.__defaults__ = (_reactor._run_turn, sys, _STATEMENTS)
-        turn._ours = True
-        _reactor._run_turn = turn
+    global _reactor_run_turn
+    if _reactor._run_turn is not _run_turn:
+        _reactor_run_turn = _reactor._run_turn
+        _reactor._run_turn = _run_turn
 
 
-# The reactor's `_run_turn(text, name)` (a session's turn) with a fast path for a turn that
-# is one expression on one line, such as `x` or `df.head()`: compiled once in "eval" mode
-# and echoed, where the reactor parses the text to an AST, splits off its last expression
-# and compiles twice (about 16 against 80 us in the guest). Any other turn, and one that
-# does not compile as an expression, goes the reactor's way. What the reactor does with
-# an expression turn is done the same: the source registered for tracebacks, the value
-# evaluated in `__main__` and handed to `sys.displayhook`. Compiled under the reactor's
-# file name, so tracebacks leave its frame out as they leave out the reactor's.
-_RUN_TURN = """
-def _run_turn(text, name, _slow=None, _sys=None, _statements=None):
+def _run_turn(text, name):
+    """The reactor's `_run_turn(text, name)` (a session's turn) with a fast path for a
+    turn that is one expression on one line, such as `x` or `df.head()`: compiled once
+    in "eval" mode and echoed, where the reactor parses the text to an AST, splits off
+    its last expression and compiles twice (about 16 against 80 us in the guest). Any
+    other turn, and one that does not compile as an expression, goes the reactor's way.
+    What the reactor does with an expression turn is done the same: the source
+    registered for tracebacks, the value evaluated in `__main__` and handed to
+    `sys.displayhook`."""
     if (text and not text[0].isspace() and "=" not in text and ";" not in text
-            and "\\n" not in text.rstrip() and text.split(None, 1)[0] not in _statements):
+            and "\n" not in text.rstrip() and text.split(None, 1)[0] not in _STATEMENTS):
         try:
             expr = compile(text, name, "eval")
         except (SyntaxError, ValueError):
             expr = None
         if expr is not None:
             import linecache
+
             linecache._register_code(expr, text, name)
-            _sys.displayhook(eval(expr, _sys.modules["__main__"].__dict__))
+            sys.displayhook(eval(expr, sys.modules["__main__"].__dict__))
             return None
-    return _slow(text, name)
-"""
+    return _reactor_run_turn(text, name)
+
+
+# Its frames carry the reactor's file name, so tracebacks leave them out as they leave
+# out the reactor's own (the reactor's report skips leading `<reactor>` frames).
+_run_turn.__code__ = _run_turn.__code__.replace(co_filename="<reactor>")
+_reactor_run_turn = None  # the reactor's own, which `_run_turn` wraps
+
 # First words of statements (a turn starting with one is not an expression).
 _STATEMENTS = frozenset(
     "import from def class for while if elif else with try except finally del pass return "
