@@ -43,7 +43,7 @@ impl Runtime {
         let standby = (standby::enabled() && takes_standby(&config, &origin))
             .then(|| Standby { flavoured: flavoured.clone(), clock, memory_bytes: config.limits.memory_bytes });
         let (config, done) = match &standby {
-            Some(_) => {
+            Some(_) if flavoured.standby.any_waiting() => {
                 let started = Instant::now();
                 let deadline = config.limits.deadline.and_then(|d| started.checked_add(d));
                 let job = Box::new(Job { spec: go_spec(&config), started, deadline, config, done });
@@ -52,7 +52,7 @@ impl Runtime {
                     Err(job) => (job.config, job.done),
                 }
             }
-            None => (config, done),
+            _ => (config, done),
         };
         let artifacts = self.artifacts().clone();
         crate::threads::run_on_guest_thread(move || {

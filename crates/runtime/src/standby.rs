@@ -14,8 +14,8 @@
 //! One guest waits per preload image at most. A run that could have taken one makes
 //! the next on its own guest thread once its result is out and its instance dropped,
 //! and only when no other fresh run is in progress, so the making stays off the runs'
-//! path (under a steady load of runs, none is made): the first eligible run of an image makes the
-//! first, and the thread of a guest that served a run makes the next. It costs what an
+//! path (under a steady load of runs, none is made): the first eligible run of an image
+//! makes the first, and the thread of a guest that served a run makes the next. It costs what an
 //! idle instance costs (a pool slot, the pages its preparation wrote, and a thread)
 //! and ends after [`IDLE_FOR`] without a run, or at exit ([`retire_all`]).
 //!
@@ -25,8 +25,7 @@
 //! standby is offered only once it waits, so a failure before that loses no run.
 
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
-use std::sync::mpsc;
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
 use parking_lot::Mutex;
@@ -36,6 +35,7 @@ use crate::files::FileState;
 use crate::host::{GuestLimits, HostState};
 use crate::output::{CappedPipe, InputPipe};
 use crate::stop::{Ticker, TickerGuard};
+use crate::threads::Waiters;
 use crate::{CallContext, Completed, Error, RunConfig, ToolDoor};
 
 /// The frame `_wasi_python_boot.serve` sends to wait for its run.
@@ -58,7 +58,7 @@ pub(crate) fn enabled() -> bool {
 /// How many guests wait on standby in this process, for every runtime and image: a
 /// diagnostic (tests, benchmarks).
 pub fn guests_on_standby() -> usize {
-    ALL.lock().iter().filter_map(std::sync::Weak::upgrade).map(|r| r.waiting.lock().len()).sum()
+    ALL.lock().iter().filter_map(std::sync::Weak::upgrade).map(|r| r.waiting.len()).sum()
 }
 
 /// Fresh runs of this process between their start and their result.
@@ -108,14 +108,11 @@ pub(crate) struct Taken {
     pub(crate) done: Done,
 }
 
-/// A waiting guest: its id, its memory's size when it began to wait, and the channel
-/// that hands it a job.
-type Waiter = (u64, u64, mpsc::SyncSender<Box<Job>>);
-
-/// The guests waiting for a run of one flavour and image.
-#[derive(Debug, Default)]
+/// The guests waiting for a run of one flavour and image, each by its memory's size
+/// when it began to wait (a run takes one only if its memory limit holds that).
+#[derive(Debug)]
 pub(crate) struct Ready {
-    waiting: Mutex<Vec<Waiter>>,
+    waiting: Waiters<Box<Job>, u64>,
     /// A guest is being made (at most one per image).
     making: AtomicBool,
     /// A guest failed before it could wait: none is made again.
@@ -127,28 +124,23 @@ static ALL: Mutex<Vec<std::sync::Weak<Ready>>> = Mutex::new(Vec::new());
 
 impl Ready {
     pub(crate) fn new() -> Arc<Ready> {
-        let r = Arc::new(Ready::default());
-        ALL.lock().push(Arc::downgrade(&r));
+        let r = Arc::new(Ready { waiting: Waiters::new(), making: AtomicBool::new(false), broken: AtomicBool::new(false) });
+        let mut all = ALL.lock();
+        all.retain(|w| w.strong_count() > 0);
+        all.push(Arc::downgrade(&r));
         r
     }
 
-    /// Hands `job` to a waiting guest whose memory fits `memory_bytes`; gives the job
+    /// Hands `job` to a waiting guest whose memory its memory limit holds; gives the job
     /// back if none takes it.
-    pub(crate) fn offer(&self, mut job: Box<Job>) -> Result<(), Box<Job>> {
-        loop {
-            let Some(tx) = ({
-                let mut w = self.waiting.lock();
-                let at = w.iter().rposition(|(_, mem, _)| *mem <= job.config.limits.memory_bytes);
-                at.map(|i| w.remove(i).2)
-            }) else {
-                return Err(job);
-            };
-            match tx.send(job) {
-                Ok(()) => return Ok(()),
-                // That guest is gone; try the next.
-                Err(mpsc::SendError(back)) => job = back,
-            }
-        }
+    pub(crate) fn offer(&self, job: Box<Job>) -> Result<(), Box<Job>> {
+        let limit = job.config.limits.memory_bytes;
+        self.waiting.offer(job, |memory| *memory <= limit)
+    }
+
+    /// Whether a guest waits: a run that finds none need not build a [`Job`].
+    pub(crate) fn any_waiting(&self) -> bool {
+        self.waiting.len() > 0
     }
 
     /// Claims the making of the next guest; false if one is being made or waits, or
@@ -156,7 +148,7 @@ impl Ready {
     pub(crate) fn claim_making(&self) -> bool {
         !self.broken.load(Ordering::Relaxed)
             && !RETIRED.load(Ordering::SeqCst)
-            && self.waiting.lock().is_empty()
+            && self.waiting.len() == 0
             && !self.making.swap(true, Ordering::SeqCst)
     }
 
@@ -181,7 +173,7 @@ pub(crate) fn retire_all() {
     RETIRED.store(true, Ordering::SeqCst);
     let lists: Vec<Arc<Ready>> = ALL.lock().iter().filter_map(std::sync::Weak::upgrade).collect();
     for r in lists {
-        r.waiting.lock().clear();
+        r.waiting.clear();
     }
 }
 
@@ -211,27 +203,9 @@ pub(crate) fn wait_for_run(
     if frame != STANDBY_FRAME {
         return Err(wasmtime::format_err!("a guest on standby sent another frame first"));
     }
-    static IDS: AtomicU64 = AtomicU64::new(0);
-    let id = IDS.fetch_add(1, Ordering::Relaxed);
-    let (tx, rx) = mpsc::sync_channel(1);
-    waiting.ready.waiting.lock().push((id, memory_now, tx));
-    waiting.ready.made();
-    let job = match rx.recv_timeout(IDLE_FOR) {
-        Ok(job) => job,
-        Err(_) => {
-            // Leave the list; if a run took this guest meanwhile, serve it.
-            let mut w = waiting.ready.waiting.lock();
-            match w.iter().position(|(i, _, _)| *i == id) {
-                Some(at) => {
-                    w.remove(at);
-                    return Err(wasmtime::format_err!("no run came for the guest on standby"));
-                }
-                None => {
-                    drop(w);
-                    rx.recv().map_err(|_| wasmtime::format_err!("the guest on standby was retired"))?
-                }
-            }
-        }
+    let ready = &waiting.ready;
+    let Some(job) = ready.waiting.wait(memory_now, usize::MAX, IDLE_FOR, || ready.made()) else {
+        return Err(wasmtime::format_err!("no run came for the guest on standby, or it was retired"));
     };
     let Job { spec, started, deadline, config, done } = *job;
     let limits = &config.limits;

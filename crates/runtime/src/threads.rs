@@ -4,7 +4,8 @@
 //! [`GUEST_THREAD_STACK`]). Spawning one per run costs a clone, the stack's mapping,
 //! its first page faults and an munmap at the end, and the munmap makes the kernel
 //! shoot down the other cores' TLBs. So a finished guest thread waits a while for the
-//! next run instead; the most recently used one goes first, as its stack is warm.
+//! next run instead; the most recently used one goes first, as its stack is warm. Guests on
+//! standby (standby.rs) wait on the same kind of list ([`Waiters`]).
 
 use std::sync::mpsc;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -21,20 +22,14 @@ const MAX_IDLE: usize = 16;
 /// How long an idle thread waits for a run before it ends.
 const IDLE_FOR: Duration = Duration::from_secs(30);
 
-/// Waiting threads, by id, with the channel that hands each its next run.
-static IDLE: Mutex<Vec<(u64, mpsc::Sender<Job>)>> = Mutex::new(Vec::new());
+/// Waiting threads, with the channel that hands each its next run.
+static IDLE: Waiters<Job, ()> = Waiters::new();
 
 /// Runs `job` on a waiting guest thread, or on a new one.
 pub(crate) fn run_on_guest_thread(job: impl FnOnce() + Send + 'static) -> std::io::Result<()> {
-    let mut job: Job = Box::new(job);
-    loop {
-        let Some((_, tx)) = IDLE.lock().pop() else { break };
-        match tx.send(job) {
-            Ok(()) => return Ok(()),
-            // That thread is gone; try the next.
-            Err(mpsc::SendError(back)) => job = back,
-        }
-    }
+    let Err(job) = IDLE.offer(Box::new(job), |_| true) else {
+        return Ok(());
+    };
     std::thread::Builder::new()
         .name("wasi-python-guest".into())
         .stack_size(GUEST_THREAD_STACK)
@@ -43,39 +38,97 @@ pub(crate) fn run_on_guest_thread(job: impl FnOnce() + Send + 'static) -> std::i
 }
 
 fn serve(first: Job) {
-    static IDS: AtomicU64 = AtomicU64::new(0);
-    let id = IDS.fetch_add(1, Ordering::Relaxed);
     let mut job = first;
     loop {
         job();
-        let (tx, rx) = mpsc::channel();
-        {
-            let mut idle = IDLE.lock();
-            if idle.len() >= MAX_IDLE {
-                return;
-            }
-            idle.push((id, tx));
+        match IDLE.wait((), MAX_IDLE, IDLE_FOR, || {}) {
+            Some(next) => job = next,
+            None => return,
         }
-        job = match rx.recv_timeout(IDLE_FOR) {
-            Ok(next) => next,
+    }
+}
+
+/// Threads that wait for work, each with a key (what it can take) and the channel that
+/// hands it a job: idle guest threads, and guests on standby (standby.rs). A job goes
+/// to the most recent waiter whose key fits, whose caches and stack are warmest. A
+/// waiter that tires of waiting leaves the list, unless a job was handed to it
+/// meanwhile, which it then takes: no job is lost between the two.
+pub(crate) struct Waiters<T, K> {
+    list: Mutex<Vec<(u64, K, mpsc::SyncSender<T>)>>,
+    ids: AtomicU64,
+}
+
+impl<T, K> Waiters<T, K> {
+    pub(crate) const fn new() -> Self {
+        Waiters { list: Mutex::new(Vec::new()), ids: AtomicU64::new(0) }
+    }
+
+    /// Hands `job` to the most recent waiter whose key `fits`; gives it back if none
+    /// takes it.
+    pub(crate) fn offer(&self, mut job: T, fits: impl Fn(&K) -> bool) -> Result<(), T> {
+        loop {
+            let tx = {
+                let mut list = self.list.lock();
+                match list.iter().rposition(|(_, key, _)| fits(key)) {
+                    Some(at) => list.remove(at).2,
+                    None => return Err(job),
+                }
+            };
+            match tx.send(job) {
+                Ok(()) => return Ok(()),
+                // That waiter is gone; try the next.
+                Err(mpsc::SendError(back)) => job = back,
+            }
+        }
+    }
+
+    /// Waits up to `idle` for a job as a waiter with `key`; `None` at once if `max`
+    /// wait already, and `None` if no job came (or [`Waiters::clear`] ended the wait).
+    /// `listed` runs once this waiter can be offered jobs.
+    pub(crate) fn wait(&self, key: K, max: usize, idle: Duration, listed: impl FnOnce()) -> Option<T> {
+        let id = self.ids.fetch_add(1, Ordering::Relaxed);
+        let (tx, rx) = mpsc::sync_channel(1);
+        {
+            let mut list = self.list.lock();
+            if list.len() >= max {
+                return None;
+            }
+            list.push((id, key, tx));
+        }
+        listed();
+        match rx.recv_timeout(idle) {
+            Ok(job) => Some(job),
             Err(_) => {
-                // Leave the list; if a run took this thread meanwhile, serve it first.
-                let mut idle = IDLE.lock();
-                match idle.iter().position(|(i, _)| *i == id) {
+                let mut list = self.list.lock();
+                match list.iter().position(|(i, _, _)| *i == id) {
                     Some(at) => {
-                        idle.remove(at);
-                        return;
+                        list.remove(at);
+                        None
                     }
+                    // Taken meanwhile: its job is on the way (or it was cleared).
                     None => {
-                        drop(idle);
-                        match rx.recv() {
-                            Ok(next) => next,
-                            Err(_) => return,
-                        }
+                        drop(list);
+                        rx.recv().ok()
                     }
                 }
             }
-        };
+        }
+    }
+
+    /// How many wait.
+    pub(crate) fn len(&self) -> usize {
+        self.list.lock().len()
+    }
+
+    /// Ends every wait (each returns `None`).
+    pub(crate) fn clear(&self) {
+        self.list.lock().clear();
+    }
+}
+
+impl<T, K> std::fmt::Debug for Waiters<T, K> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Waiters").field("waiting", &self.len()).finish()
     }
 }
 
@@ -89,10 +142,37 @@ mod tests {
         let id = rx.recv().unwrap();
         // Wait until the thread has put itself back on the idle list.
         let until = std::time::Instant::now() + Duration::from_secs(10);
-        while IDLE.lock().is_empty() && std::time::Instant::now() < until {
+        while IDLE.len() == 0 && std::time::Instant::now() < until {
             std::thread::sleep(Duration::from_millis(1));
         }
         id
+    }
+
+    #[test]
+    fn a_job_goes_to_the_latest_waiter_it_fits_and_a_tired_or_cleared_waiter_leaves() {
+        let w: std::sync::Arc<Waiters<u32, u64>> = std::sync::Arc::new(Waiters::new());
+        let long = Duration::from_secs(10);
+        assert_eq!(w.offer(1, |_| true), Err(1), "no waiter: the job comes back");
+        let waiter = |key: u64| {
+            let w = w.clone();
+            std::thread::spawn(move || w.wait(key, 8, long, || {}))
+        };
+        let small = waiter(10);
+        while w.len() < 1 {
+            std::thread::yield_now();
+        }
+        let large = waiter(20);
+        while w.len() < 2 {
+            std::thread::yield_now();
+        }
+        // The latest waiter (20) does not fit; the one before it does.
+        assert_eq!(w.offer(7, |key| *key <= 15), Ok(()));
+        assert_eq!(small.join().unwrap(), Some(7));
+        assert_eq!(w.wait(30, 1, long, || {}), None, "max reached: no wait");
+        w.clear();
+        assert_eq!(large.join().unwrap(), None, "cleared: the wait ends");
+        assert_eq!(w.wait(1, 8, Duration::from_millis(10), || {}), None);
+        assert_eq!(w.len(), 0, "a waiter that tired left the list");
     }
 
     #[test]
