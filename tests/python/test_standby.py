@@ -40,6 +40,22 @@ def test_a_run_on_standby_gets_its_own_arguments_environment_stdin_and_folder():
     assert done.stderr == b""
 
 
+def test_a_run_is_served_by_the_waiting_guest():
+    # The guest's monotonic clock starts at 1 h when its store is made (host.rs,
+    # GUEST_CLOCK_START): a run served by a guest that waited 0.3 s reads at least
+    # 1 h + 0.3 s; a run on a store made for it reads about 1 h. So this tells the paths
+    # apart, and the tests above, whose checks hold on either path, are known to take
+    # this one.
+    start = 3_600 * 10**9
+    standby_waits()
+    time.sleep(0.3)
+    done = run(["-c", "import time; print(time.monotonic_ns())"], preload=PRELOAD)
+    assert done.ok, done.stderr
+    assert int(done.stdout) - start >= 300_000_000
+    fresh = run(["-c", "import time; print(time.monotonic_ns())"], preload=PRELOAD, fuel=10**9)
+    assert int(fresh.stdout) - start < 300_000_000
+
+
 def test_runs_on_standby_do_not_share_random_state_or_globals():
     code = "import random, numpy as np; print(random.random(), np.random.random(), 'leak' in globals()); leak = 1"
     outs = []
