@@ -103,10 +103,12 @@ pub(crate) fn sweep_private_folders(py: Python<'_>, wait_s: f64) -> PyResult<usi
     Ok(py.detach(|| wasi_python_runtime::sweep_private_folders(wait)))
 }
 
-/// How many guests wait on standby in this process (a diagnostic).
+/// How many guests wait on standby in this process, for runs from the preload image
+/// file `image` (what `prepare_preload` returns), or for all (a diagnostic).
 #[pyfunction]
-pub(crate) fn guests_on_standby() -> usize {
-    wasi_python_runtime::guests_on_standby()
+#[pyo3(signature = (image=None))]
+pub(crate) fn guests_on_standby(image: Option<PathBuf>) -> usize {
+    wasi_python_runtime::guests_on_standby(image.as_deref())
 }
 
 /// The modules a run preloads when `preload=` is not given, for these artifacts.

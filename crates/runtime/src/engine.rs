@@ -223,7 +223,7 @@ pub(crate) fn prepare(
         cpu,
         live: Arc::new(AtomicUsize::new(0)),
         image: None,
-        standby: crate::standby::Ready::new(),
+        standby: crate::standby::Ready::new(None),
     })
 }
 
@@ -309,7 +309,7 @@ impl Flavoured {
             cpu: self.cpu,
             live: self.live.clone(),
             image: Some((image.to_owned(), pages)),
-            standby: crate::standby::Ready::new(),
+            standby: crate::standby::Ready::new(Some(image.to_owned())),
         })
     }
 

@@ -24,6 +24,7 @@
 //! limits, door and stdin replace the standby's before the answer is written. A
 //! standby is offered only once it waits, so a failure before that loses no run.
 
+use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
@@ -55,10 +56,12 @@ pub(crate) fn enabled() -> bool {
     *ON.get_or_init(|| std::env::var_os(STANDBY_ENV).is_none_or(|v| v != "0"))
 }
 
-/// How many guests wait on standby in this process, for every runtime and image: a
-/// diagnostic (tests, benchmarks).
-pub fn guests_on_standby() -> usize {
-    ALL.lock().iter().filter_map(std::sync::Weak::upgrade).map(|r| r.waiting.len()).sum()
+/// How many guests wait on standby in this process: for runs from the preload image
+/// file `image` (as [`crate::Runtime::prepare_preload`] names it), or for every image
+/// and runtime with `None`. A diagnostic (tests, benchmarks).
+pub fn guests_on_standby(image: Option<&Path>) -> usize {
+    let lists: Vec<Arc<Ready>> = ALL.lock().iter().filter_map(std::sync::Weak::upgrade).collect();
+    lists.iter().filter(|r| image.is_none_or(|i| r.image.as_deref() == Some(i))).map(|r| r.waiting.len()).sum()
 }
 
 /// Fresh runs of this process between their start and their result.
@@ -112,6 +115,8 @@ pub(crate) struct Taken {
 /// when it began to wait (a run takes one only if its memory limit holds that).
 #[derive(Debug)]
 pub(crate) struct Ready {
+    /// The preload image its guests start from (None: the artifact's own memory).
+    image: Option<PathBuf>,
     waiting: Waiters<Box<Job>, u64>,
     /// A guest is being made (at most one per image).
     making: AtomicBool,
@@ -123,8 +128,8 @@ pub(crate) struct Ready {
 static ALL: Mutex<Vec<std::sync::Weak<Ready>>> = Mutex::new(Vec::new());
 
 impl Ready {
-    pub(crate) fn new() -> Arc<Ready> {
-        let r = Arc::new(Ready { waiting: Waiters::new(), making: AtomicBool::new(false), broken: AtomicBool::new(false) });
+    pub(crate) fn new(image: Option<PathBuf>) -> Arc<Ready> {
+        let r = Arc::new(Ready { image, waiting: Waiters::new(), making: AtomicBool::new(false), broken: AtomicBool::new(false) });
         let mut all = ALL.lock();
         all.retain(|w| w.strong_count() > 0);
         all.push(Arc::downgrade(&r));

@@ -217,12 +217,15 @@ fn a_session_from_a_snapshot_keeps_its_state_and_sees_its_grants() {
     s.close();
 }
 
-/// Waits until a guest is on standby (the first preloaded run leaves one behind).
+/// Waits until a guest is on standby for runs from the numpy image (a preloaded run
+/// leaves one behind).
 fn standby_waits() {
+    let image = runtime().prepare_preload(&numpy()).unwrap().unwrap();
+    let waiting = || wasi_python_runtime::guests_on_standby(Some(&image));
     let until = std::time::Instant::now() + Duration::from_secs(60);
-    while wasi_python_runtime::guests_on_standby() == 0 {
+    while waiting() == 0 {
         assert_eq!(run(pre("pass")).exit_code, Some(0));
-        while wasi_python_runtime::guests_on_standby() == 0 && std::time::Instant::now() < until {
+        while waiting() == 0 && std::time::Instant::now() < until {
             std::thread::sleep(Duration::from_millis(5));
         }
         assert!(std::time::Instant::now() < until, "no guest came on standby");
