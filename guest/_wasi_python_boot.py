@@ -28,6 +28,7 @@ import sys
 _DIR = __file__.rpartition("/")[0]
 _bundle = None  # {module name: marshalled code}, read on the first `import host`
 built_at = None  # in a snapshot: the monotonic clock when its build ended
+_host_call = None  # in a snapshot: `_door_call()`, kept by its build
 
 
 def find_spec(name, path=None, target=None):
@@ -94,7 +95,10 @@ def _run_turn(text, name):
     other turn, and one that does not compile as an expression, goes the reactor's way.
     What the reactor does with an expression turn is done the same: the source
     registered for tracebacks, the value evaluated in `__main__` and handed to
-    `sys.displayhook`."""
+    `sys.displayhook`. A fresh run's turn (`_GO_TURN`, run.rs) calls `go` without
+    compiling anything."""
+    if text == _GO_TURN:
+        return go()
     if (text and not text[0].isspace() and "=" not in text and ";" not in text
             and "\n" not in text.rstrip() and text.split(None, 1)[0] not in _STATEMENTS):
         try:
@@ -114,6 +118,13 @@ def _run_turn(text, name):
 # out the reactor's own (the reactor's report skips leading `<reactor>` frames).
 _run_turn.__code__ = _run_turn.__code__.replace(co_filename="<reactor>")
 _reactor_run_turn = None  # the reactor's own, which `_run_turn` wraps
+
+# A fresh run's turn from a snapshot (crates/runtime/src/run.rs, `GO_TURN`): one fixed
+# text, which `_run_turn` answers by calling `go()` at once. `go` then asks the host for
+# the run's command line with the door frame `_GO_FRAME`. A Python expression that does
+# the same, should this module's `_run_turn` not be installed.
+_GO_TURN = "__import__('_wasi_python_boot').go()"
+_GO_FRAME = b"\0wasi-python go"
 
 # First words of statements (a turn starting with one is not an expression).
 _STATEMENTS = frozenset(
@@ -180,6 +191,8 @@ def preload(names):
             sys.stderr.flush()
             raise SystemExit(3) from None
     _warm()
+    global _host_call
+    _host_call = _door_call()
     gc.collect()
     gc.freeze()
     global built_at
@@ -281,21 +294,38 @@ def serve():
     modules = sys.modules
     _reseed(modules.get("random"), modules.get("numpy.random"))
     _seeded = True
+    go(_ask(b"\0wasi-python standby"), restored=True)
+
+
+def _ask(frame):
+    """The host's answer to one of our frames (host.rs), as text."""
+    call = _host_call or _door_call()
+    return call(frame).decode()
+
+
+def _door_call():
+    """`_host.call`, the door, with `_host` left out of sys.modules as in a program that
+    never imports it. A snapshot keeps it (`preload`): importing the builtin module cost
+    each run 60-120 us of import machinery."""
+    modules = sys.modules
     had_host = "_host" in modules
     import _host
 
-    call = _host.call
-    if not had_host:  # as a run that never used the door: `_host` not imported
+    if not had_host:
         del modules["_host"]
-    go(call(b"\0wasi-python standby").decode(), restored=True)
+    return _host.call
 
 
-def go(spec, restored=False):
+
+def go(spec=None, restored=False):
     """A run from a snapshot (crates/runtime/src/run.rs): `spec` holds the working
     folder, the number of arguments, the arguments, then the environment's names and
-    values, separated by NUL (which none of them holds). One string literal keeps the
-    turn's code short: the guest compiles it, and a dict display of the environment
-    doubled the compile time."""
+    values, separated by NUL (which none of them holds); None asks the host for it
+    (`_GO_FRAME`). The host hands it through the door rather than in the turn's code,
+    which the guest would compile: 35 us for the string literal, 120 us more through
+    the reactor's parsing of a statement."""
+    if spec is None:
+        spec = _ask(_GO_FRAME)
     parts = spec.split("\0")
     n = int(parts[1])
     env = parts[2 + n :]

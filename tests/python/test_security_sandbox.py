@@ -353,6 +353,35 @@ def test_a_run_that_leaves_no_file_leaves_no_trace_in_the_next_runs_folders():
         assert size == was.rsplit(" ", 1)[1], (was, now)
 
 
+@pytest.mark.parametrize("path", [{}, {"fuel": 10**10}], ids=["standby-or-not", "never-standby"])
+def test_the_command_line_frame_is_answered_once_and_never_to_the_program(path):
+    # A fresh run from a preload image gets its command line through the door
+    # (host.rs, GO_FRAME; a guest on standby by its own frame) before its program starts;
+    # the program asking again gets the door's usual answers: no host without tools, a
+    # protocol error from the tool door. A run with fuel never takes a guest on standby.
+    ask = (
+        "import _host\n"
+        "try:\n"
+        "    print(_host.call(b'\\0wasi-python go'))\n"
+        "except Exception as e:\n"
+        "    print(type(e).__name__)"
+    )
+    alone = run(["-c", ask], env={"SECRET": "s3cret"}, **path)
+    assert alone.ok, alone.stderr
+    assert alone.stdout == b"ConnectionRefusedError\n"
+
+    @tool
+    def echo(s: str) -> str:
+        "Echoes."
+        return s
+
+    with_tools = run(["-c", ask], env={"SECRET": "s3cret"}, tools=[echo], **path)
+    assert with_tools.ok, with_tools.stderr
+    assert b"s3cret" not in with_tools.stdout and b"/work" not in with_tools.stdout
+    assert with_tools.tools is not None
+    assert [o.outcome for o in with_tools.tools.outcomes] == ["protocol"]
+
+
 def test_home_is_writable_and_private():
     done = run(["-c", "import os; open(os.path.expanduser('~/f'), 'w').write('x'); print(os.listdir(os.path.expanduser('~')))"])
     assert done.ok, done.stderr

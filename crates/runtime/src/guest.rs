@@ -180,6 +180,7 @@ impl Guest {
             mono_start,
             standby: None,
             ticking: None,
+            go_spec: None,
         };
         let metered = limits.fuel.is_some();
         let mut store = Store::new(&prepared.engine, state);

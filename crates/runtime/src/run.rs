@@ -189,6 +189,13 @@ impl RunHandle {
     }
 }
 
+/// A fresh run's turn from a snapshot: the guest package's `_run_turn` answers this text
+/// by calling `go()`, which asks the host for the command line with
+/// [`GO_FRAME`](crate::host::GO_FRAME), answered from `HostState::go_spec`. The text is
+/// fixed, so the guest compiles nothing for it; should the package's `_run_turn` not be
+/// installed, the expression does the same.
+const GO_TURN: &str = "__import__('_wasi_python_boot').go()";
+
 /// What the guest is asked to run: the `run` export's command line, or (from a
 /// snapshot, where the reactor refuses `run` after the build's turns) a turn's code.
 enum Program {
@@ -198,9 +205,7 @@ enum Program {
 
 fn program(artifacts: &Artifacts, config: &RunConfig, preloaded: bool) -> Program {
     if preloaded {
-        // `if 1:` makes the turn one statement, so the reactor compiles it once
-        // instead of splitting off a last expression to echo.
-        return Program::Turn(format!("if 1: __import__('_wasi_python_boot').go({})", py_str(&go_spec(config))));
+        return Program::Turn(GO_TURN.to_owned());
     }
     let mut args = Vec::with_capacity(config.argv.len() + 3);
     args.push(ARGV0.to_owned());
@@ -237,6 +242,9 @@ fn run_on_this_thread(
         Ok(guest) => guest,
         Err(e) => return done(Err(e)),
     };
+    if let Program::Turn(_) = program {
+        guest.store.data_mut().go_spec = Some(go_spec(&config).into_bytes());
+    }
     let limits = &config.limits;
     // A deadline past what a clock can hold is no deadline (and no panic).
     let deadline = limits.deadline.and_then(|d| started.checked_add(d));
