@@ -369,3 +369,33 @@ def test_without_host_the_door_fails_in_the_guest():
     assert done.trapped is None
     assert done.exit_code == 0, done.stderr
     assert done.stdout in (b"OSError\n",)
+
+
+# --- a call with only argv and stdin --------------------------------------------------
+
+
+def test_a_call_with_defaults_only_runs_as_one_that_spells_them_out():
+    # run() skips the settings' checks when every keyword but stdin is its default object
+    # (_run.plain); an equal value passed explicitly goes the checked way. Both must run the
+    # same guest.
+    from wasi_python._run import DEFAULTS
+
+    program = [
+        "-c",
+        "import os, sys\n"
+        "print(sys.argv, sorted(os.environ.items()), os.getcwd(), sys.stdin.read(), os.listdir('/tmp'))",
+        "x",
+    ]
+    fast = run(program, stdin="in")
+    spelled = run(
+        program, stdin="in", memory_bytes=int(str(DEFAULTS["memory_bytes"])), deadline_s=float(str(DEFAULTS["deadline_s"])),
+        output_bytes=int(str(DEFAULTS["output_bytes"])), file_write_bytes=int(str(DEFAULTS["file_write_bytes"])),
+        env={}, grants=[], mounts=[], preload=None, workdir="/work",
+    )
+    assert fast.ok, fast.stderr
+    assert dataclasses.replace(fast, duration_s=0) == dataclasses.replace(spelled, duration_s=0)
+    for bad in (["-c", b"x"], "print(1)", ["-c", "\0"]):
+        with pytest.raises((TypeError, ValueError)) as fast_error:
+            run(bad)
+        with pytest.raises(type(fast_error.value)):
+            run(bad, max_open_files=int(str(DEFAULTS["max_open_files"])))
