@@ -1,8 +1,12 @@
-"""``run_async``: the same run, awaited. The guest runs on a worker thread of a small
-pool, so the event loop stays free and guests run in parallel."""
+"""``run_async``: the same run, awaited. The guest runs on a guest thread of its own and
+the event loop stays free. A run takes one of ``set_async_workers`` slots for its guest.
+A run without tools and mounts is started by the extension, which calls back when it
+ends (no thread waits for it); one with tools or mounts runs ``_run.execute`` on a worker
+thread of a small pool, where its dispatcher lives."""
 
 from __future__ import annotations
 
+import collections
 import concurrent.futures
 import os
 import threading
@@ -14,7 +18,7 @@ if TYPE_CHECKING:
 from . import _run
 from . import _wasi_python as _ext
 from ._cancel import CancelWatch, is_asyncio_event
-from ._records import Completed
+from ._records import Completed, completed_from_ext
 from ._types import Grant
 
 __all__ = ["run_async", "set_async_workers"]
@@ -36,6 +40,66 @@ def set_async_workers(n: int) -> None:
         old, _pool, _pool_size = _pool, None, n
     if old is not None:
         old.shutdown(wait=False)
+    _slots.grow()
+
+
+class _Slots:
+    """The ``set_async_workers`` slots, across threads and event loops: a run takes one
+    before its guest starts and gives it back when the guest ends, to the run that has
+    waited longest if any (on that run's loop)."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._used = 0
+        self._waiting: collections.deque[tuple[asyncio.AbstractEventLoop, asyncio.Future[None]]] = collections.deque()
+
+    async def take(self) -> None:
+        import asyncio
+
+        with self._lock:
+            if self._used < _pool_size and not self._waiting:
+                self._used += 1
+                return
+            fut = asyncio.get_running_loop().create_future()
+            self._waiting.append((fut.get_loop(), fut))
+        try:
+            await fut
+        except asyncio.CancelledError:
+            if fut.done() and not fut.cancelled():  # granted, then cancelled: pass it on
+                self.give()
+            raise
+
+    def give(self) -> None:
+        """Gives a slot back (from any thread)."""
+        while True:
+            with self._lock:
+                if not self._waiting or self._used > _pool_size:
+                    self._used -= 1
+                    return
+                loop, fut = self._waiting.popleft()
+            try:
+                loop.call_soon_threadsafe(self._grant, fut)
+                return
+            except RuntimeError:  # that run's loop is closed: the next one
+                continue
+
+    def grow(self) -> None:
+        """After ``set_async_workers`` raised the count: waiting runs take the new slots."""
+        while True:
+            with self._lock:
+                if not self._waiting or self._used >= _pool_size:
+                    return
+                self._used += 1
+            self.give()
+
+    def _grant(self, fut: asyncio.Future[None]) -> None:
+        if fut.cancelled():
+            self.give()
+        else:
+            fut.set_result(None)
+
+
+_slots = _Slots()
 
 
 def executor() -> concurrent.futures.ThreadPoolExecutor:
@@ -78,28 +142,73 @@ async def run_async(
     """
     import asyncio  # loaded already: an event loop is awaiting this
 
-    plan = _run.make_plan(
-        argv, stdin, env, grants, memory_bytes, deadline_s, output_bytes, fuel, cancel,
-        tools, gate, max_tool_calls, max_tool_request_bytes, host,
-        file_write_bytes, max_open_files, workdir, preload, mounts, max_file_calls, snapshot,
-    )
+    if _run.plain(locals(), _RUN_ASYNC_DEFAULTS):
+        plan = None
+        start = _run.plain_args(argv, stdin)[:4]
+    else:
+        plan = _run.make_plan(
+            argv, stdin, env, grants, memory_bytes, deadline_s, output_bytes, fuel, cancel,
+            tools, gate, max_tool_calls, max_tool_request_bytes, host,
+            file_write_bytes, max_open_files, workdir, preload, mounts, max_file_calls, snapshot,
+        )
+        start = None
+        if plan.door is None and not plan.settings["mounts"]:
+            start = (plan.where, plan.args, plan.stdin, _run.ext_options(plan.settings, host=plan.host))
     loop = asyncio.get_running_loop()
     token = _ext.CancelToken()
     watch = _watch(cancel, token, loop)
-    fut = loop.run_in_executor(executor(), _run.execute, plan, token, loop)
     try:
-        return await asyncio.shield(fut)
-    except asyncio.CancelledError:
-        token.cancel()
-        # The guest stops at its next epoch check; wait for it so nothing runs on.
+        await _slots.take()
         try:
-            await asyncio.shield(fut)
-        except BaseException:  # noqa: BLE001 - we are re-raising the cancellation
-            pass
-        raise
+            if start is not None:
+                fut = _started(start, token, loop)
+            else:
+                fut = loop.run_in_executor(executor(), _run.execute, plan, token, loop)
+                fut.add_done_callback(lambda _: _slots.give())
+        except BaseException:
+            _slots.give()
+            raise
+        try:
+            return await asyncio.shield(fut)
+        except asyncio.CancelledError:
+            token.cancel()
+            # The guest stops at its next epoch check; wait for it so nothing runs on.
+            try:
+                await asyncio.shield(fut)
+            except BaseException:  # noqa: BLE001 - we are re-raising the cancellation
+                pass
+            raise
     finally:
         if watch is not None:
             watch()
+
+
+_RUN_ASYNC_DEFAULTS = _run.keyword_defaults(run_async)
+
+
+def _started(start: tuple[str, list[str], bytes, Any], token: Any, loop: asyncio.AbstractEventLoop) -> asyncio.Future[Completed]:
+    """Starts a guest through the extension; the future is settled on ``loop`` when the
+    guest thread calls back with its end (and gives its slot back)."""
+    fut: asyncio.Future[Completed] = loop.create_future()
+
+    def on_done(ok: bool, value: Any) -> None:  # on the guest thread
+        _slots.give()
+        try:
+            loop.call_soon_threadsafe(_settle, fut, ok, value)
+        except RuntimeError:  # the loop is closed: nobody awaits this run
+            pass
+
+    _ext.start(*start, token, on_done)
+    return fut
+
+
+def _settle(fut: asyncio.Future[Completed], ok: bool, value: Any) -> None:
+    if fut.cancelled():
+        return
+    if ok:
+        fut.set_result(completed_from_ext(value))
+    else:
+        fut.set_exception(value)
 
 
 def _watch(cancel: Any, token: Any, loop: asyncio.AbstractEventLoop) -> Optional[Callable[[], None]]:

@@ -4,14 +4,14 @@ Checked against the built extension by `mypy.stubtest` (tests/python/test_stubte
 """
 
 from os import PathLike
-from typing import Any, Mapping, Optional, Sequence, final
+from typing import Any, Callable, Mapping, Optional, Sequence, final
 
 
 __all__ = [
     "ArtifactsMissing", "PreloadError", "SessionEnded", "SessionBusy", "SnapshotError", "CancelToken",
     "SessionHandle", "SnapshotHandle",
     "CompiledTool", "MemoryFilesHandle", "Options", "MountSpec", "Outcome", "ToolRecord", "ToolOutcome",
-    "run", "check_artifacts", "precompile", "cpu_level", "cache_origin", "default_preload", "prepare_preload", "check_schema",
+    "run", "start", "check_artifacts", "precompile", "cpu_level", "cache_origin", "default_preload", "prepare_preload", "check_schema",
     "shutdown_tools", "sweep_private_folders", "guests_on_standby", "WASMTIME_VERSION", "DEFAULTS",
 ]
 
@@ -172,6 +172,9 @@ def shutdown_tools(timeout_s: float) -> int: ...
 def sweep_private_folders(wait_s: float) -> int: ...
 def guests_on_standby(image: Optional[str | PathLike[str]] = None) -> int: ...
 def run(artifacts: str, argv: Sequence[str], stdin: bytes, options: Options, cancel: Optional[CancelToken] = None) -> Outcome: ...
+def start(
+    artifacts: str, argv: Sequence[str], stdin: bytes, options: Options, cancel: CancelToken, on_done: Callable[[bool, Any], object]
+) -> None: ...
 
 @final
 class SessionHandle:

@@ -253,6 +253,57 @@ def test_set_async_workers_bounds_how_many_guests_run_at_once(arun):
     assert wall >= 0.6
 
 
+def test_a_run_cancelled_while_it_waits_for_a_worker_gives_its_turn_on(arun):
+    # With one worker, B waits for A's slot and is cancelled before it gets it; C, started
+    # after, must get the slot when A ends (_async._Slots): nothing is leaked, and B's
+    # guest never ran.
+    default = _async._pool_size
+    slow = ["-c", "import time; time.sleep(0.4); print('a')"]
+
+    async def three():
+        a = asyncio.ensure_future(run_async(slow))
+        await asyncio.sleep(0.05)
+        b = asyncio.ensure_future(run_async(["-c", "print('b')"]))
+        await asyncio.sleep(0.05)
+        b.cancel()
+        c = await asyncio.wait_for(run_async(["-c", "print('c')"]), 10)
+        return await a, b, c
+
+    try:
+        set_async_workers(1)
+        a, b, c = arun(three())
+        used_after = _async._slots._used
+    finally:
+        set_async_workers(default)
+    assert a.stdout == b"a\n" and c.stdout == b"c\n"
+    assert b.cancelled()
+    assert used_after == 0
+
+
+def test_raising_the_worker_count_starts_waiting_runs(arun):
+    default = _async._pool_size
+    slow = ["-c", "import time; time.sleep(0.5)"]
+
+    async def two():
+        a = asyncio.ensure_future(run_async(slow))
+        await asyncio.sleep(0.05)
+        t = time.monotonic()
+        b = asyncio.ensure_future(run_async(["-c", "pass"]))
+        await asyncio.sleep(0.05)
+        set_async_workers(2)
+        await b
+        waited = time.monotonic() - t
+        await a
+        return waited
+
+    try:
+        set_async_workers(1)
+        waited = arun(two())
+    finally:
+        set_async_workers(default)
+    assert waited < 0.4, waited
+
+
 def test_sync_use_never_loads_asyncio():
     """asyncio costs a fresh process about 6 MB and 10 ms: run(), sync tools and a
     Session load it only when something async asks for it."""

@@ -30,6 +30,7 @@ fn _wasi_python(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<convert::ToolRecord>()?;
     m.add_class::<convert::ToolOutcome>()?;
     m.add_function(wrap_pyfunction!(run::run, m)?)?;
+    m.add_function(wrap_pyfunction!(run::start, m)?)?;
     m.add_function(wrap_pyfunction!(run::check_artifacts, m)?)?;
     m.add_function(wrap_pyfunction!(run::precompile, m)?)?;
     m.add_function(wrap_pyfunction!(run::cpu_level, m)?)?;

@@ -159,6 +159,45 @@ pub(crate) fn run(
     Outcome::new(py, result.map_err(errors::to_py)?)
 }
 
+/// Starts one guest with `options` (used once) and returns at once: `run_async` awaits it
+/// without a thread of its own waiting. `on_done(ok, value)` is called once, on the guest
+/// thread with the GIL, when the run ends: `(True, Outcome)`, or `(False, exception)` for
+/// a failure inside the runtime. What is wrong before the run starts raises here instead,
+/// and `on_done` is not called. Whatever `on_done` raises is reported as unraisable.
+#[pyfunction]
+#[pyo3(signature = (artifacts, argv, stdin, options, cancel, on_done))]
+pub(crate) fn start(
+    py: Python<'_>,
+    artifacts: &str,
+    argv: Vec<String>,
+    stdin: Vec<u8>,
+    options: &Options,
+    cancel: PyRef<'_, CancelToken>,
+    on_done: Py<PyAny>,
+) -> PyResult<()> {
+    let rt = runtime_for(artifacts).map_err(errors::to_py)?;
+    let cfg = options.take()?.argv(argv).stdin(stdin).cancel(cancel.inner.clone());
+    py.detach(|| rt.start_then(cfg, move |result| report(on_done, result))).map_err(errors::to_py)
+}
+
+/// Hands a run's end to the Python callback of [`start`].
+fn report(on_done: Py<PyAny>, result: Result<wasi_python_runtime::Completed, wasi_python_runtime::Error>) {
+    if crate::tool_host::SHUTTING_DOWN.load(std::sync::atomic::Ordering::SeqCst) {
+        // The interpreter is going: no thread may attach to it now, nor drop a reference.
+        std::mem::forget(on_done);
+        return;
+    }
+    Python::attach(|py| {
+        let value = match result {
+            Ok(c) => Outcome::new(py, c).and_then(|o| Ok((true, Py::new(py, o)?.into_any()))),
+            Err(e) => Ok((false, errors::to_py(e).into_value(py).into_any())),
+        };
+        if let Err(e) = value.and_then(|args| on_done.call1(py, args)) {
+            e.write_unraisable(py, None);
+        }
+    });
+}
+
 /// Waits for `poll` to answer, looking at signals between waits: on Ctrl-C, cancels
 /// `token`, waits for the guest to unwind, then raises.
 pub(crate) fn wait_for<T: Send>(

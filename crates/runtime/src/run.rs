@@ -27,17 +27,28 @@ impl Runtime {
 
     /// Starts a run on its own guest thread and returns at once.
     pub fn start(&self, config: RunConfig) -> Result<RunHandle, Error> {
+        let cancel = config.cancel.clone();
+        let (tx, rx) = std::sync::mpsc::sync_channel(1);
+        self.start_then(config, move |result| {
+            let _ = tx.send(result);
+        })?;
+        Ok(RunHandle { rx: parking_lot::Mutex::new(rx), cancel })
+    }
+
+    /// Starts a run on its own guest thread and returns at once; `then` gets its end, on
+    /// the guest thread, once (an `Err` only for a failure before the guest ran). `Err`
+    /// here, and no call of `then`, for what is wrong before the run starts.
+    pub fn start_then(
+        &self,
+        config: RunConfig,
+        then: impl FnOnce(Result<Completed, Error>) + Send + 'static,
+    ) -> Result<(), Error> {
         let grants = self.grants(&config)?;
         let (flavoured, origin) = self.flavour_for(&config)?;
         let (preloaded, clock) = (origin.restored(), origin.clock_start());
-        let cancel = config.cancel.clone();
-        let (tx, rx) = std::sync::mpsc::sync_channel(1);
-        let active = standby::Active::new();
-        let done: Done = Box::new(move |result| {
-            drop(active);
-            let _ = tx.send(result);
-        });
-        let handle = RunHandle { rx: parking_lot::Mutex::new(rx), cancel };
+        let then: Arc<parking_lot::Mutex<Option<Then>>> = Arc::new(parking_lot::Mutex::new(Some(Box::new(then))));
+        let reporter = Reporter { then: then.clone(), _active: standby::Active::new() };
+        let done: Done = Box::new(move |result| reporter.report(result));
         // A run that could take a guest on standby leaves one behind on its thread, once
         // its result is out and its instance dropped: the next run's, made off its path.
         let standby = (standby::enabled() && takes_standby(&config, &origin))
@@ -48,7 +59,7 @@ impl Runtime {
                 let deadline = config.limits.deadline.and_then(|d| started.checked_add(d));
                 let job = Box::new(Job { spec: go_spec(&config), started, deadline, config, done });
                 match flavoured.standby.offer(job) {
-                    Ok(()) => return Ok(handle),
+                    Ok(()) => return Ok(()),
                     Err(job) => (job.config, job.done),
                 }
             }
@@ -61,8 +72,39 @@ impl Runtime {
                 s.serve(&artifacts);
             }
         })
-        .map_err(|e| Error::io("spawning the guest thread", e))?;
-        Ok(handle)
+        .map_err(|e| {
+            // No thread: `then` is not called (the dropped `done` finds it taken).
+            then.lock().take();
+            Error::io("spawning the guest thread", e)
+        })
+    }
+}
+
+type Then = Box<dyn FnOnce(Result<Completed, Error>) + Send>;
+
+/// Reports a run's end to `then` once: with the end, or, should the guest thread drop it
+/// unreported (a panic), with an internal error, so no caller waits forever.
+struct Reporter {
+    then: Arc<parking_lot::Mutex<Option<Then>>>,
+    /// Counts the run in progress until it is reported (standby.rs).
+    _active: standby::Active,
+}
+
+impl Reporter {
+    fn report(self, result: Result<Completed, Error>) {
+        let then = self.then.lock().take();
+        drop(self);
+        if let Some(then) = then {
+            then(result);
+        }
+    }
+}
+
+impl Drop for Reporter {
+    fn drop(&mut self) {
+        if let Some(then) = self.then.lock().take() {
+            then(Err(Error::Internal("the guest thread died".into())));
+        }
     }
 }
 

@@ -99,3 +99,29 @@ fn numpy_computes() {
     let done = py("import numpy as np; print(int(np.arange(10).sum()))");
     assert_eq!(text(&done.stdout), "45\n", "{}", text(&done.stderr));
 }
+
+#[test]
+fn start_then_reports_each_end_once_and_refuses_a_bad_config_without_calling_back() {
+    use std::sync::mpsc;
+    use std::time::Duration;
+
+    let (tx, rx) = mpsc::channel();
+    for i in 0..3 {
+        let tx = tx.clone();
+        crate::runtime()
+            .start_then(RunConfig::new(["-c", &format!("print({i})")]), move |r| tx.send(r).unwrap())
+            .expect("started");
+    }
+    let mut outs: Vec<String> = (0..3)
+        .map(|_| text(&rx.recv_timeout(Duration::from_secs(60)).expect("called back").expect("ran").stdout))
+        .collect();
+    outs.sort();
+    assert_eq!(outs, ["0\n", "1\n", "2\n"]);
+
+    let bad = RunConfig::new(["-c", "pass"]).grant(wasi_python_runtime::Grant::read_only("/definitely/not/here", "/data"));
+    let tx2 = tx.clone();
+    let refused = crate::runtime().start_then(bad, move |r| tx2.send(r).unwrap());
+    assert!(matches!(refused, Err(wasi_python_runtime::Error::Grant { .. })), "{refused:?}");
+    drop(tx);
+    assert!(rx.recv_timeout(Duration::from_millis(200)).is_err(), "no call back for a refused run");
+}
