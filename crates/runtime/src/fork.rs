@@ -44,7 +44,8 @@ use crate::host::GUEST_CLOCK_START;
 use crate::snapshot::{Image, Modules};
 use crate::{Error, Runtime, SessionEnd};
 
-/// The package version a saved snapshot must have been written by.
+/// The package version a saved snapshot must have been written by (with the hash of the
+/// guest package's files, `snapshot::package_id`).
 pub const PACKAGE_VERSION: &str = env!("CARGO_PKG_VERSION");
 
 /// Why a snapshot could not be taken, saved or loaded.
@@ -231,7 +232,7 @@ impl Snapshot {
             module_sha256: inner.module_sha256.clone(),
             wasmtime: WASMTIME_VERSION.to_owned(),
             engine: runtime.engine_hash()?,
-            package: PACKAGE_VERSION.to_owned(),
+            package: crate::snapshot::package_id(runtime.artifacts())?,
             base_modules: inner.base_modules.clone(),
             base_sha256,
             memory_pages: inner.pages,
@@ -303,10 +304,11 @@ impl Runtime {
             (file != here).then(|| SnapshotError::Mismatch { what, file: file.to_owned(), here: here.to_owned() })
         };
         let artifacts = self.artifacts();
+        let package = crate::snapshot::package_id(artifacts)?;
         let checks = [
             mismatch("guest", &header.module_sha256, artifacts.module_sha256()),
             mismatch("wasmtime", &header.wasmtime, WASMTIME_VERSION),
-            mismatch("package", &header.package, PACKAGE_VERSION),
+            mismatch("package", &header.package, &package),
         ];
         if let Some(e) = checks.into_iter().flatten().next() {
             return Err(e);

@@ -254,6 +254,21 @@ pub(crate) fn image_path(artifacts: &Artifacts, cache_dir: &Path, modules: &[Str
     Ok(cache_dir.join(format!("{sha}-wasmtime{WASMTIME_VERSION}-preload-{key}.img")))
 }
 
+/// What a saved snapshot names as its package: this crate's version and a hash of our
+/// guest package's files. A snapshot without a base image carries the guest package's
+/// code in its memory, and a run or session from it calls into that code (run.rs,
+/// `GO_TURN`): one saved by a build with other guest code is refused ("other_package")
+/// rather than run against a host that no longer speaks to it.
+pub(crate) fn package_id(artifacts: &Artifacts) -> Result<String, Error> {
+    let Some(dir) = artifacts.guest_dir() else {
+        return Ok(format!("{}+no-guest-package", crate::fork::PACKAGE_VERSION));
+    };
+    let mut h = Sha256::new();
+    hash_tree(&mut h, &dir, &dir)?;
+    let key: String = h.finalize()[..8].iter().map(|b| format!("{b:02x}")).collect();
+    Ok(format!("{}+guest.{key}", crate::fork::PACKAGE_VERSION))
+}
+
 /// Hashes the files under `dir` (names and contents, in name order), skipping
 /// `__pycache__`.
 fn hash_tree(h: &mut Sha256, root: &Path, dir: &Path) -> Result<(), Error> {

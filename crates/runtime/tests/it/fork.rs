@@ -157,6 +157,10 @@ fn a_snapshot_saves_and_loads() {
     assert_eq!(kind(&other(&|h| h.wasmtime = "47.0.0".into())), "other_wasmtime");
     assert_eq!(kind(&other(&|h| h.engine ^= 1)), "other_engine");
     assert_eq!(kind(&other(&|h| h.package = "0.0.1".into())), "other_package");
+    // The same crate version with other guest package code (a snapshot's memory holds it).
+    let ours = header.package.clone();
+    assert!(ours.starts_with(&format!("{}+guest.", wasi_python_runtime::PACKAGE_VERSION)), "{ours}");
+    assert_eq!(kind(&other(&|h| h.package = wasi_python_runtime::PACKAGE_VERSION.into())), "other_package");
     assert_eq!(kind(&other(&|h| h.base_sha256 = [1; 32])), "other_base");
 }
 
