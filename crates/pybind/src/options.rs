@@ -57,6 +57,8 @@ impl MountSpec {
 #[pyclass(module = "wasi_python._wasi_python", frozen)]
 pub(crate) struct Options {
     built: Mutex<Option<RunConfig>>,
+    /// No door, tools or mounts, whose state serves one run: [`Options::copy`] may copy.
+    copyable: bool,
 }
 
 impl Options {
@@ -68,6 +70,20 @@ impl Options {
 
 #[pymethods]
 impl Options {
+    /// New Options with the same settings, unused, for settings without a door, tools or
+    /// mounts (the package makes its default settings once and copies them per run).
+    /// `ValueError` for others, or for Options already used.
+    fn copy(&self) -> PyResult<Options> {
+        if !self.copyable {
+            return Err(PyValueError::new_err("Options with a door, tools or mounts serve one run and are not copied"));
+        }
+        let built = self.built.lock().clone();
+        let Some(cfg) = built else {
+            return Err(PyValueError::new_err("these Options were used by a run already"));
+        };
+        Ok(Options { built: Mutex::new(Some(cfg)), copyable: true })
+    }
+
     #[new]
     #[pyo3(signature = (
         *, env, grants, memory_bytes, deadline_s, output_bytes, fuel, file_write_bytes,
@@ -105,6 +121,7 @@ impl Options {
             max_open_files,
             max_file_calls,
         };
+        let copyable = host.is_none() && tools.is_none() && mounts.is_empty();
         let mut cfg = RunConfig::new(Vec::<String>::new()).limits(limits).preload(Preload::from_option(preload));
         if let Some(w) = workdir {
             cfg = cfg.workdir(w);
@@ -132,7 +149,7 @@ impl Options {
                 .map_err(|e| PyValueError::new_err(e.to_string()))?;
             cfg = cfg.tools(door, per_turn);
         }
-        Ok(Options { built: Mutex::new(Some(cfg)) })
+        Ok(Options { built: Mutex::new(Some(cfg)), copyable })
     }
 }
 
