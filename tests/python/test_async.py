@@ -232,20 +232,24 @@ def test_set_async_workers_refuses_what_is_not_a_positive_int(n):
     assert _async._pool_size == before
 
 
-def test_set_async_workers_bounds_how_many_guests_run_at_once(arun):
+@pytest.fixture
+def one_worker():
+    """``set_async_workers(1)`` for the test, the count before restored after it."""
     default = _async._pool_size
+    set_async_workers(1)
+    yield
+    set_async_workers(default)
+
+
+def test_set_async_workers_bounds_how_many_guests_run_at_once(arun, one_worker):
     argv = ["-c", "import time\nt0 = time.time()\ntime.sleep(0.3)\nprint(t0, time.time())"]
 
     async def two():
         return await asyncio.gather(run_async(argv), run_async(argv))
 
-    try:
-        set_async_workers(1)
-        t = time.monotonic()
-        done = arun(two())
-        wall = time.monotonic() - t
-    finally:
-        set_async_workers(default)
+    t = time.monotonic()
+    done = arun(two())
+    wall = time.monotonic() - t
     assert all(d.ok for d in done)
     spans = sorted(tuple(map(float, d.stdout.split())) for d in done)
     # One worker: the second guest starts only after the first ended.
@@ -253,11 +257,10 @@ def test_set_async_workers_bounds_how_many_guests_run_at_once(arun):
     assert wall >= 0.6
 
 
-def test_a_run_cancelled_while_it_waits_for_a_worker_gives_its_turn_on(arun):
+def test_a_run_cancelled_while_it_waits_for_a_worker_gives_its_turn_on(arun, one_worker):
     # With one worker, B waits for A's slot and is cancelled before it gets it; C, started
     # after, must get the slot when A ends (_async._Slots): nothing is leaked, and B's
     # guest never ran.
-    default = _async._pool_size
     slow = ["-c", "import time; time.sleep(0.4); print('a')"]
 
     async def three():
@@ -269,19 +272,13 @@ def test_a_run_cancelled_while_it_waits_for_a_worker_gives_its_turn_on(arun):
         c = await asyncio.wait_for(run_async(["-c", "print('c')"]), 10)
         return await a, b, c
 
-    try:
-        set_async_workers(1)
-        a, b, c = arun(three())
-        used_after = _async._slots._used
-    finally:
-        set_async_workers(default)
+    a, b, c = arun(three())
+    assert _async._slots._used == 0
     assert a.stdout == b"a\n" and c.stdout == b"c\n"
     assert b.cancelled()
-    assert used_after == 0
 
 
-def test_raising_the_worker_count_starts_waiting_runs(arun):
-    default = _async._pool_size
+def test_raising_the_worker_count_starts_waiting_runs(arun, one_worker):
     slow = ["-c", "import time; time.sleep(0.5)"]
 
     async def two():
@@ -296,12 +293,7 @@ def test_raising_the_worker_count_starts_waiting_runs(arun):
         await a
         return waited
 
-    try:
-        set_async_workers(1)
-        waited = arun(two())
-    finally:
-        set_async_workers(default)
-    assert waited < 0.4, waited
+    assert arun(two()) < 0.4
 
 
 def test_sync_use_never_loads_asyncio():
