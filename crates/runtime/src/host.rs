@@ -35,8 +35,8 @@ pub(crate) struct HostState {
     /// The epoch ticker of a run that a guest on standby took (its guest thread did not
     /// start it: the standby waited without one).
     pub(crate) ticking: Option<crate::stop::TickerGuard>,
-    /// A fresh run's command line from a snapshot, until the guest asks for it with
-    /// [`GO_FRAME`] (run.rs): `_wasi_python_boot.go`'s string.
+    /// A fresh run's command line from a snapshot, for the guest's first door call if
+    /// that is [`GO_FRAME`] (run.rs): `_wasi_python_boot.go`'s string.
     pub(crate) go_spec: Option<Vec<u8>>,
 }
 
@@ -158,8 +158,8 @@ fn door_call(
     if caller.data().standby.is_some() {
         return standby_call(caller, ptr, len, out_ptr_ptr, out_len_ptr);
     }
-    if caller.data().go_spec.is_some() && len as u32 as usize == GO_FRAME.len() {
-        return go_call(caller, ptr, out_ptr_ptr, out_len_ptr);
+    if caller.data().go_spec.is_some() {
+        return go_call(caller, ptr, len, out_ptr_ptr, out_len_ptr);
     }
     let (Some(door), Some(memory), Some(alloc)) = (
         caller.data().door.clone(),
@@ -264,20 +264,21 @@ fn standby_call(mut caller: Caller<'_, HostState>, ptr: i32, len: i32, out_ptr_p
     }
 }
 
-/// A fresh run's guest asks for its command line: answered once with `go_spec`. Any
-/// other frame of that length goes through the door, as does this one once answered.
-fn go_call(mut caller: Caller<'_, HostState>, ptr: i32, out_ptr_ptr: i32, out_len_ptr: i32) -> wasmtime::Result<i32> {
+/// A fresh run's guest asks for its command line: answered with `go_spec` if this is its
+/// first door call. `go_spec` is gone after it, whatever the frame: any other frame goes
+/// through the door, and so does this one when asked again.
+fn go_call(mut caller: Caller<'_, HostState>, ptr: i32, len: i32, out_ptr_ptr: i32, out_len_ptr: i32) -> wasmtime::Result<i32> {
+    let spec = caller.data_mut().go_spec.take().unwrap_or_default();
     let (Some(memory), Some(alloc)) = (caller.data().memory, caller.data().alloc.clone()) else {
         return Ok(DOOR_FAULT);
     };
-    let asked = {
+    let asked = len as u32 as usize == GO_FRAME.len() && {
         let data = memory.data(&caller);
         span(ptr, GO_FRAME.len(), data.len()).is_some_and(|req| data[req] == *GO_FRAME)
     };
     if !asked {
-        return door_call(caller, ptr, GO_FRAME.len() as i32, out_ptr_ptr, out_len_ptr);
+        return door_call(caller, ptr, len, out_ptr_ptr, out_len_ptr);
     }
-    let spec = caller.data_mut().go_spec.take().unwrap_or_default();
     match deliver(&mut caller, memory, &alloc, &spec, out_ptr_ptr, out_len_ptr)? {
         Ok(()) => Ok(0),
         Err(_) => Ok(DOOR_FAULT),
