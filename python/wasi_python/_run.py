@@ -370,7 +370,7 @@ def plain_args(argv: Any, stdin: Any) -> tuple[str, list[str], bytes, Any, None]
 
 
 _plain: Optional[Any] = None
-_plain_where: tuple[Optional[str], str] = (None, "")
+_plain_where: tuple[object, str] = (object(), "")  # ($WASI_PYTHON_ARTIFACTS, its folder)
 
 
 def plain_options() -> Any:
@@ -387,7 +387,7 @@ def plain_where() -> str:
     """``artifacts_dir(False)``, checked once per value of ``$WASI_PYTHON_ARTIFACTS``."""
     global _plain_where
     env = os.environ.get(_ARTIFACTS_ENV)
-    if _plain_where[0] != env or not _plain_where[1]:
+    if _plain_where[0] != env:
         _plain_where = (env, artifacts_dir(False))
     return _plain_where[1]
 

@@ -231,8 +231,8 @@ impl Snapshots {
 }
 
 /// The image file for `modules`: `<module sha256 prefix>-wasmtime<version>-preload-<key>.img`,
-/// the key hashing the format, the module and stdlib hashes, our guest package's
-/// files, whether matplotlib's data is there, and the module list.
+/// the key hashing the format, the module and stdlib hashes, whether matplotlib's data
+/// is there, the package with its guest files ([`package_id`]), and the module list.
 pub(crate) fn image_path(artifacts: &Artifacts, cache_dir: &Path, modules: &[String]) -> Result<PathBuf, Error> {
     let mut h = Sha256::new();
     for part in [FORMAT, WASMTIME_VERSION, artifacts.module_sha256(), artifacts.stdlib_sha256()] {
@@ -240,9 +240,7 @@ pub(crate) fn image_path(artifacts: &Artifacts, cache_dir: &Path, modules: &[Str
         h.update(b"\n");
     }
     h.update(if artifacts.mpl_data().is_some() { b"mpl\n" } else { b"---\n" });
-    if let Some(dir) = artifacts.guest_dir() {
-        hash_tree(&mut h, &dir, &dir)?;
-    }
+    h.update(package_id(artifacts)?.as_bytes());
     for m in modules {
         h.update(m.as_bytes());
         h.update(b"\n");
