@@ -96,6 +96,11 @@ pub(crate) fn maturin(py: &std::path::Path) -> Result<PathBuf> {
     Ok(own)
 }
 
+/// Every test runs with the check of our third wasmtime patch (third_party/README.md):
+/// each short reset of a pool slot is followed by a full scan, and a written page it
+/// missed aborts the process.
+const CHECK_RESET: &str = "WASI_PYTHON_CHECK_RESET";
+
 pub(crate) fn test(args: Vec<String>) -> Result<()> {
     let dist = crate::dist::dist()?;
     let root = workspace_root();
@@ -106,6 +111,7 @@ pub(crate) fn test(args: Vec<String>) -> Result<()> {
         .args(["test", "--workspace"])
         .args(&args)
         .env("WASI_PYTHON_ARTIFACTS", &dist)
+        .env(CHECK_RESET, "1")
         .current_dir(&root);
     run(&mut cargo)?;
     // The fuzz targets' saved inputs (regressions, seeds) and a short random smoke, on
@@ -117,6 +123,7 @@ pub(crate) fn test(args: Vec<String>) -> Result<()> {
     run(&mut smoke)?;
     run(Command::new(&py)
         .args(["-m", "pytest", "-q", "-p", "no:cacheprovider", "tests/python", "guest/tests"])
+        .env(CHECK_RESET, "1")
         .current_dir(&root))?;
     // Last, so a lint never hides a failing test: clippy's warnings fail the run.
     let mut clippy = Command::new(std::env::var("CARGO").unwrap_or_else(|_| "cargo".into()));

@@ -63,6 +63,10 @@ pub(crate) struct Guest {
     /// The run's tool door and each turn's budget, when it offers tools: its record
     /// becomes [`Completed::tools`].
     pub(crate) tools: Option<(ToolDoor, BudgetLimits)>,
+    /// The thread that made the store: the only one that calls into it or drops it. The
+    /// pool's short reset (third_party/README.md) counts that thread's page faults to
+    /// know the guest wrote no page it did not write before.
+    home: std::thread::ThreadId,
     /// Dropped after the store (fields drop in order): the private folders go last.
     _tmp: TempDir,
 }
@@ -194,7 +198,7 @@ impl Guest {
             None => Ok(UpdateDeadline::Continue(1)),
         });
         store.set_epoch_deadline(1);
-        Ok(Guest { store, stdin, stdout, stderr, exports: None, metered, ticks: true, tools: config.tools.clone(), _tmp: tmp })
+        Ok(Guest { store, stdin, stdout, stderr, exports: None, metered, ticks: true, tools: config.tools.clone(), home: std::thread::current().id(), _tmp: tmp })
     }
 
     /// Instantiates, keeping the memory and allocator the door needs and the `turn`
@@ -244,6 +248,7 @@ impl Guest {
         call: impl FnOnce(&mut Guest) -> wasmtime::Result<i32>,
         status: impl FnOnce(i32) -> Result<i32, Trapped>,
     ) -> Ending {
+        debug_assert_eq!(self.home, std::thread::current().id(), "a store stays on the thread that made it");
         let _ticking = self.ticks.then(|| Ticker::global().activate(self.store.engine()));
         let outcome = call(self);
         let fuel_used = match (self.metered, fuel, self.store.get_fuel()) {

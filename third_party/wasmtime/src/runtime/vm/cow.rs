@@ -378,6 +378,12 @@ pub struct MemoryImageSlot {
     /// `self.accessible` and `self.static_size` is inaccessible.
     dirty: bool,
 
+    /// wasi-python patch (the reset's second part; see `Dirtied`): the pages the last full reset of
+    /// this slot found written, and which thread's faults vouch for the current
+    /// instance having written no others.
+    dirtied: Option<Dirtied>,
+    witness: Option<Witness>,
+
     /// The MPK protection key that this slot's stripe was colored with, if the
     /// pooling allocator is striping memory with protection keys.
     ///
@@ -395,6 +401,140 @@ impl fmt::Debug for MemoryImageSlot {
             .field("accessible", &self.accessible)
             .field("dirty", &self.dirty)
             .finish_non_exhaustive()
+    }
+}
+
+/// wasi-python patch (the reset's second part): a reset that skips the `PAGEMAP_SCAN` when the scan
+/// could find nothing the last one did not (third_party/README.md).
+///
+/// After a full reset, the pages of the slot below `accessible` that are the slot's
+/// own (written once, so copied from the image or from zeros) are exactly the regions
+/// the scan reported: each was copied back or zeroed in place and stays resident and
+/// writable. Every other page is the image's or the zero page, mapped read-only, or
+/// not mapped. A page becomes the slot's own only through a page fault (a first write
+/// copies it; a read maps it read-only, so a later write faults again), and the
+/// kernel counts each fault against the thread that takes it, a system call writing
+/// into guest memory included. So when one thread made the instance, ran it and
+/// resets it, its fault count did not move meanwhile, and memory is no larger than
+/// the full reset saw, the instance wrote only inside those regions: copying them back
+/// is the whole reset. A fault, another thread, another image or larger memory takes
+/// the full path. This relies on the embedder never moving a store to another thread
+/// and back during its life, which wasi-python's runtime never does (each store is
+/// made, run and dropped on one thread).
+///
+/// With `WASI_PYTHON_CHECK_RESET=1` in the environment, every short reset also scans
+/// and aborts the process if the scan finds a written page outside the regions (the
+/// project's tests run so).
+struct Dirtied {
+    /// Byte ranges from the slot's base, as the scan reported them.
+    regions: Vec<Range<usize>>,
+    /// What was accessible when they were found.
+    accessible: HostAlignedByteCount,
+}
+
+impl Dirtied {
+    /// Past this, the regions came from the scan-less fallback (which resets all of
+    /// `keep_resident`), not worth copying every time.
+    const MAX_BYTES: usize = 16 << 20;
+
+    fn new(regions: Vec<Range<usize>>, accessible: HostAlignedByteCount) -> Option<Dirtied> {
+        let bytes: usize = regions.iter().map(|r| r.len()).sum();
+        (bytes <= Self::MAX_BYTES).then_some(Dirtied { regions, accessible })
+    }
+
+    /// Whether the regions still hold every page the instance may have written.
+    fn still_all(&self, accessible: HostAlignedByteCount, witness: Option<Witness>) -> bool {
+        accessible <= self.accessible && witness.is_some() && witness == Witness::now()
+    }
+
+    /// Resets each region below `accessible`; returns the bytes reset.
+    ///
+    /// # Safety
+    ///
+    /// `base` is the slot's base, valid to write for `accessible` bytes.
+    unsafe fn reset(
+        &self,
+        base: *mut u8,
+        accessible: HostAlignedByteCount,
+        mut reset: impl FnMut(&mut [u8]),
+    ) -> usize {
+        let end = accessible.byte_count();
+        let mut resident = 0;
+        for r in &self.regions {
+            let stop = r.end.min(end);
+            if r.start >= stop {
+                continue;
+            }
+            // SAFETY: within the slot's accessible bytes, per the contract above.
+            unsafe { reset(core::slice::from_raw_parts_mut(base.add(r.start), stop - r.start)) };
+            resident += stop - r.start;
+        }
+        resident
+    }
+
+    /// The check `WASI_PYTHON_CHECK_RESET=1` asks for: a scan after a short reset finds
+    /// no written page outside `regions`.
+    ///
+    /// # Safety
+    ///
+    /// As `reset`.
+    unsafe fn check(&self, pagemap: Option<&PageMap>, base: *mut u8, accessible: HostAlignedByteCount) {
+        static ON: std::sync::LazyLock<bool> =
+            std::sync::LazyLock::new(|| std::env::var_os("WASI_PYTHON_CHECK_RESET").is_some_and(|v| v == "1"));
+        if !*ON || pagemap.is_none() {
+            return;
+        }
+        let mut stray = None;
+        // SAFETY: as `reset`; the scan only reads, `reset_manually` only records.
+        unsafe {
+            reset_with_pagemap(
+                pagemap,
+                base,
+                accessible,
+                accessible,
+                |region| {
+                    let start = region.as_ptr().addr() - base.addr();
+                    let end = start + region.len();
+                    if !self.regions.iter().any(|r| r.start <= start && end <= r.end) {
+                        stray.get_or_insert(start..end);
+                    }
+                },
+                |_, _| {},
+            )
+        };
+        if let Some(stray) = stray {
+            std::eprintln!("wasmtime (wasi-python patch): a short reset missed written bytes {stray:?}");
+            std::process::abort();
+        }
+    }
+}
+
+/// A thread and the page faults it has taken so far.
+#[derive(Clone, Copy, PartialEq, Eq)]
+struct Witness {
+    thread: i64,
+    faults: u64,
+}
+
+impl Witness {
+    #[cfg(target_os = "linux")]
+    fn now() -> Option<Witness> {
+        let mut usage = core::mem::MaybeUninit::<libc::rusage>::uninit();
+        // SAFETY: `getrusage` writes the struct when it returns 0.
+        if unsafe { libc::getrusage(libc::RUSAGE_THREAD, usage.as_mut_ptr()) } != 0 {
+            return None;
+        }
+        // SAFETY: written, as checked above.
+        let usage = unsafe { usage.assume_init() };
+        // SAFETY: `gettid` has no preconditions.
+        let thread = i64::from(unsafe { libc::gettid() });
+        let faults = (usage.ru_minflt as u64).wrapping_add(usage.ru_majflt as u64);
+        Some(Witness { thread, faults })
+    }
+
+    #[cfg(not(target_os = "linux"))]
+    fn now() -> Option<Witness> {
+        None
     }
 }
 
@@ -419,6 +559,8 @@ impl MemoryImageSlot {
             accessible,
             image: None,
             dirty: false,
+            dirtied: None,
+            witness: None,
             pkey,
         }
     }
@@ -495,6 +637,7 @@ impl MemoryImageSlot {
             _ => false,
         };
         if !images_equal {
+            self.dirtied = None;
             self.remove_image()?;
         }
 
@@ -552,6 +695,8 @@ impl MemoryImageSlot {
         // Flag ourselves as `dirty` which means that the next operation on this
         // slot is required to be `clear_and_remain_ready`.
         self.dirty = true;
+        // wasi-python patch: from here on this thread's faults count.
+        self.witness = Witness::now();
 
         Ok(())
     }
@@ -634,18 +779,39 @@ impl MemoryImageSlot {
         );
 
         unsafe {
-            return match &self.image {
+            return match self.image.clone() {
                 // If there's a backing image then manually resetting a region
                 // is a bit trickier than without an image, so delegate to the
                 // helper function below.
-                Some(image) => reset_with_pagemap(
-                    pagemap,
-                    self.base.as_mut_ptr(),
-                    self.accessible,
-                    keep_resident,
-                    |region| manually_reset_region(self.base.as_mut_ptr().addr(), image, region),
-                    decommit,
-                ),
+                Some(image) => {
+                    // wasi-python patch: see `Dirtied`.
+                    let base = self.base.as_mut_ptr();
+                    let witness = self.witness.take();
+                    if let Some(dirtied) = &self.dirtied {
+                        if dirtied.still_all(self.accessible, witness) {
+                            let resident = dirtied.reset(base, self.accessible, |region| {
+                                manually_reset_region(base.addr(), &image, region)
+                            });
+                            dirtied.check(pagemap, base, self.accessible);
+                            return resident;
+                        }
+                    }
+                    let mut regions = Vec::new();
+                    let resident = reset_with_pagemap(
+                        pagemap,
+                        base,
+                        self.accessible,
+                        keep_resident,
+                        |region| {
+                            let start = region.as_ptr().addr() - base.addr();
+                            regions.push(start..start + region.len());
+                            manually_reset_region(base.addr(), &image, region)
+                        },
+                        decommit,
+                    );
+                    self.dirtied = Dirtied::new(regions, self.accessible);
+                    resident
+                }
 
                 // If there's no memory image for this slot then pages are always
                 // manually reset back to zero or given to `decommit`.
