@@ -1,15 +1,18 @@
 """``run_async``: the same run, awaited. The guest runs on a guest thread of its own and
 the event loop stays free. A run takes one of ``set_async_workers`` slots for its guest.
-A run without tools and mounts is started by the extension, which calls back when it
-ends (no thread waits for it); one with tools or mounts runs ``_run.execute`` on a worker
-thread of a small pool, where its dispatcher lives."""
+A run without tools and mounts is started by the extension, which hands its end to the
+event loop (no thread waits for it, and the guest thread does not enter Python: the
+loop watches a descriptor, ``_LoopEnds``); one with tools or mounts runs
+``_run.execute`` on a worker thread of a small pool, where its dispatcher lives."""
 
 from __future__ import annotations
 
 import collections
 import concurrent.futures
+import itertools
 import os
 import threading
+import weakref
 from typing import TYPE_CHECKING, Any, Callable, Iterable, Mapping, Optional, Sequence
 
 if TYPE_CHECKING:
@@ -186,10 +189,62 @@ async def run_async(
 _RUN_ASYNC_DEFAULTS = _run.keyword_defaults(run_async)
 
 
+class _LoopEnds:
+    """The ends of one event loop's runs started by the extension. Guest threads leave
+    them in ``_ext.Completions`` and wake the loop through its descriptor, without the
+    GIL; the loop's reader (``drain``) gives each run's slot back and settles its future.
+    The reader is the only holder: when the loop is closed, its selector drops it, and a
+    run that ends after that gives its slot back from the guest thread (``orphan``)."""
+
+    def __init__(self, loop: asyncio.AbstractEventLoop) -> None:
+        self.ext = _ext.Completions(_slots.give)
+        self.futures: dict[int, asyncio.Future[Completed]] = {}
+        self.keys = itertools.count()
+        loop.add_reader(self.ext.fd, self.drain)  # NotImplementedError: no readers
+
+    def drain(self) -> None:
+        for key, ok, value in self.ext.drain():
+            _slots.give()
+            fut = self.futures.pop(key, None)
+            if fut is not None:
+                _settle(fut, ok, value)
+
+
+# Per event loop: a weak reference to its `_LoopEnds`, or False for a loop that watches
+# no descriptors (its runs are called back on the guest thread instead).
+_loop_ends: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, Any] = weakref.WeakKeyDictionary()
+
+
+def _ends_of(loop: asyncio.AbstractEventLoop) -> Optional[_LoopEnds]:
+    entry = _loop_ends.get(loop)
+    if entry is False:
+        return None
+    ends: Optional[_LoopEnds] = entry() if entry is not None else None
+    if ends is None:
+        try:
+            ends = _LoopEnds(loop)
+        except NotImplementedError:
+            _loop_ends[loop] = False
+            return None
+        _loop_ends[loop] = weakref.ref(ends)
+    return ends
+
+
 def _started(start: tuple[str, list[str], bytes, Any], token: Any, loop: asyncio.AbstractEventLoop) -> asyncio.Future[Completed]:
     """Starts a guest through the extension; the future is settled on ``loop`` when the
-    guest thread calls back with its end (and gives its slot back)."""
+    run ends (and its slot is given back): by the loop's reader (``_LoopEnds``), or, on a
+    loop without readers, by a call back from the guest thread."""
     fut: asyncio.Future[Completed] = loop.create_future()
+    ends = _ends_of(loop)
+    if ends is not None:
+        key = next(ends.keys)
+        ends.futures[key] = fut
+        try:
+            _ext.start(*start, token, ends.ext, key)
+        except BaseException:
+            del ends.futures[key]
+            raise
+        return fut
 
     def on_done(ok: bool, value: Any) -> None:  # on the guest thread
         _slots.give()

@@ -8,7 +8,7 @@ from typing import Any, Callable, Mapping, Optional, Sequence, final
 
 
 __all__ = [
-    "ArtifactsMissing", "PreloadError", "SessionEnded", "SessionBusy", "SnapshotError", "CancelToken",
+    "ArtifactsMissing", "PreloadError", "SessionEnded", "SessionBusy", "SnapshotError", "CancelToken", "Completions",
     "SessionHandle", "SnapshotHandle",
     "CompiledTool", "MemoryFilesHandle", "Options", "MountSpec", "Outcome", "ToolRecord", "ToolOutcome",
     "run", "start", "check_artifacts", "precompile", "cpu_level", "cache_origin", "default_preload", "prepare_preload", "check_schema",
@@ -174,8 +174,20 @@ def sweep_private_folders(wait_s: float) -> int: ...
 def guests_on_standby(image: Optional[str | PathLike[str]] = None) -> int: ...
 def run(artifacts: str, argv: Sequence[str], stdin: bytes, options: Options, cancel: Optional[CancelToken] = None) -> Outcome: ...
 def start(
-    artifacts: str, argv: Sequence[str], stdin: bytes, options: Options, cancel: CancelToken, on_done: Callable[[bool, Any], object]
+    artifacts: str,
+    argv: Sequence[str],
+    stdin: bytes,
+    options: Options,
+    cancel: CancelToken,
+    on_done: Completions | Callable[[bool, Any], object],
+    key: int = 0,
 ) -> None: ...
+@final
+class Completions:
+    def __new__(cls, orphan: Callable[[], object]) -> Completions: ...
+    @property
+    def fd(self) -> int: ...
+    def drain(self) -> list[tuple[int, bool, Any]]: ...
 
 @final
 class SessionHandle:

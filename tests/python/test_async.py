@@ -297,6 +297,57 @@ def test_raising_the_worker_count_starts_waiting_runs(arun, one_worker):
     assert arun(two())
 
 
+# --- a run's end reaches the loop without Python on the guest thread ------------------
+
+
+def test_a_run_ends_on_the_loop_thread_and_the_guest_thread_never_enters_python(arun, monkeypatch):
+    # The slot is given back where the end is handled: on the loop's own thread (the
+    # guest thread only leaves the result and wakes the loop).
+    threads = []
+    give = _async._slots.give
+
+    def recording_give():
+        threads.append(threading.get_ident())
+        give()
+
+    monkeypatch.setattr(_async._slots, "give", recording_give)
+
+    async def some():
+        return threading.get_ident(), await asyncio.gather(*(run_async(["-c", f"print({i})"]) for i in range(6)))
+
+    loop_thread, done = arun(some())
+    assert [d.stdout for d in done] == [f"{i}\n".encode() for i in range(6)]
+    assert threads == [loop_thread] * 6
+
+
+def test_a_loop_that_watches_no_descriptors_gets_its_runs_called_back(arun):
+    class NoReaders(asyncio.SelectorEventLoop):
+        def add_reader(self, *args):
+            raise NotImplementedError
+
+    loop = NoReaders()
+    try:
+        done = loop.run_until_complete(asyncio.wait_for(run_async(["-c", "print(7)"]), 60))
+    finally:
+        loop.close()
+    assert done.stdout == b"7\n"
+
+
+def test_a_run_whose_loop_is_gone_gives_its_slot_back(arun, one_worker):
+    # Loop A starts a run, then is closed before the run ends: nobody will read its
+    # end, and the one slot must still come back for loop B.
+    loop = asyncio.new_event_loop()
+    task = loop.create_task(run_async(["-c", "import time; time.sleep(0.4)"]))
+    loop.run_until_complete(asyncio.sleep(0.1))
+    assert not task.done()
+    loop.close()
+
+    async def after():
+        return await asyncio.wait_for(run_async(["-c", "print(8)"]), 30)
+
+    assert arun(after()).stdout == b"8\n"
+
+
 def test_sync_use_never_loads_asyncio():
     """asyncio costs a fresh process about 6 MB and 10 ms: run(), sync tools and a
     Session load it only when something async asks for it."""

@@ -7,6 +7,7 @@
 
 use pyo3::prelude::*;
 
+mod completions;
 mod convert;
 mod errors;
 mod files;
@@ -20,6 +21,7 @@ mod tool_host;
 fn _wasi_python(m: &Bound<'_, PyModule>) -> PyResult<()> {
     errors::register(m)?;
     m.add_class::<run::CancelToken>()?;
+    m.add_class::<completions::Completions>()?;
     m.add_class::<session::SessionHandle>()?;
     m.add_class::<snapshot::SnapshotHandle>()?;
     m.add_class::<tool_host::CompiledTool>()?;

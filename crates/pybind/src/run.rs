@@ -11,6 +11,7 @@ use pyo3::types::PyBytes;
 use wasi_python_runtime::schema::{InputSchema, Options as SchemaOptions};
 use wasi_python_runtime::{Artifacts, CallContext, DoorAnswer, Flavour, Preload, Runtime};
 
+use crate::completions::Completions;
 use crate::convert::Outcome;
 use crate::options::Options;
 use crate::{convert, errors};
@@ -160,12 +161,15 @@ pub(crate) fn run(
 }
 
 /// Starts one guest with `options` (used once) and returns at once: `run_async` awaits it
-/// without a thread of its own waiting. `on_done(ok, value)` is called once, on the guest
-/// thread with the GIL, when the run ends: `(True, Outcome)`, or `(False, exception)` for
-/// a failure inside the runtime. What is wrong before the run starts raises here instead,
-/// and `on_done` is not called. Whatever `on_done` raises is reported as unraisable.
+/// without a thread of its own waiting. When the run ends, its result goes to `on_done`
+/// once: a [`Completions`] gets it under `key`, with no Python on the guest thread; any
+/// other callable is called as `on_done(ok, value)` on the guest thread with the GIL:
+/// `(True, Outcome)`, or `(False, exception)` for a failure inside the runtime. What is
+/// wrong before the run starts raises here instead, and nothing is delivered. Whatever
+/// `on_done` raises is reported as unraisable.
 #[pyfunction]
-#[pyo3(signature = (artifacts, argv, stdin, options, cancel, on_done))]
+#[pyo3(signature = (artifacts, argv, stdin, options, cancel, on_done, key = 0))]
+#[allow(clippy::too_many_arguments)]
 pub(crate) fn start(
     py: Python<'_>,
     artifacts: &str,
@@ -173,10 +177,16 @@ pub(crate) fn start(
     stdin: Vec<u8>,
     options: &Options,
     cancel: PyRef<'_, CancelToken>,
-    on_done: Py<PyAny>,
+    on_done: Bound<'_, PyAny>,
+    key: u64,
 ) -> PyResult<()> {
     let rt = runtime_for(artifacts).map_err(errors::to_py)?;
     let cfg = options.take()?.argv(argv).stdin(stdin).cancel(cancel.inner.clone());
+    if let Ok(completions) = on_done.cast::<Completions>() {
+        let inner = completions.get().inner.clone();
+        return py.detach(|| rt.start_then(cfg, move |result| inner.deliver(key, result))).map_err(errors::to_py);
+    }
+    let on_done = on_done.unbind();
     py.detach(|| rt.start_then(cfg, move |result| report(on_done, result))).map_err(errors::to_py)
 }
 
