@@ -133,6 +133,8 @@ pub struct TurnHandle {
 
 /// How long a wait for a turn spins before it sleeps.
 const TURN_SPIN: Duration = Duration::from_micros(300);
+/// How long the session thread spins for the next command after one before it sleeps.
+const NEXT_TURN_SPIN: Duration = Duration::from_micros(100);
 
 impl TurnHandle {
     pub fn wait(self) -> Result<Completed, SessionError> {
@@ -381,7 +383,14 @@ impl Live {
                     why = SessionEnd::Lifetime;
                 }
             }
-            match rx.recv_timeout(wait) {
+            // The next turn of a program that runs turns one after another comes within
+            // microseconds: catch it without a sleep and wake-up.
+            let next = match crate::wait::try_recv_spinning(rx, NEXT_TURN_SPIN) {
+                Ok(cmd) => Ok(cmd),
+                Err(std::sync::mpsc::TryRecvError::Disconnected) => Err(RecvTimeoutError::Disconnected),
+                Err(std::sync::mpsc::TryRecvError::Empty) => rx.recv_timeout(wait),
+            };
+            match next {
                 Ok(Cmd::Turn(mut turn, reply)) => {
                     if let Some(life) = limits.lifetime {
                         // A turn never outlives the session's lifetime.
