@@ -74,6 +74,8 @@ class _Slots:
 
     def give(self) -> None:
         """Gives a slot back (from any thread)."""
+        import asyncio  # loaded: only runs of run_async take slots
+
         while True:
             with self._lock:
                 if not self._waiting or self._used > _pool_size:
@@ -81,7 +83,12 @@ class _Slots:
                     return
                 loop, fut = self._waiting.popleft()
             try:
-                loop.call_soon_threadsafe(self._grant, fut)
+                # On that loop's own thread (a run's end read by the loop) no wake-up is
+                # needed.
+                if asyncio._get_running_loop() is loop:
+                    loop.call_soon(self._grant, fut)
+                else:
+                    loop.call_soon_threadsafe(self._grant, fut)
                 return
             except RuntimeError:  # that run's loop is closed: the next one
                 continue
