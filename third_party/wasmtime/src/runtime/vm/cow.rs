@@ -378,7 +378,7 @@ pub struct MemoryImageSlot {
     /// `self.accessible` and `self.static_size` is inaccessible.
     dirty: bool,
 
-    /// wasi-python patch (the reset's second part; see `Dirtied`): the pages the last full reset of
+    /// wasi-python patch (the reset's third part; see `Dirtied`): the pages the last full reset of
     /// this slot found written, and which thread's faults vouch for the current
     /// instance having written no others.
     dirtied: Option<Dirtied>,
@@ -404,7 +404,7 @@ impl fmt::Debug for MemoryImageSlot {
     }
 }
 
-/// wasi-python patch (the reset's second part): a reset that skips the `PAGEMAP_SCAN` when the scan
+/// wasi-python patch (the reset's third part): a reset that skips the `PAGEMAP_SCAN` when the scan
 /// could find nothing the last one did not (third_party/README.md).
 ///
 /// After a full reset, the pages of the slot below `accessible` that are the slot's

@@ -346,8 +346,18 @@ pub unsafe fn reset_with_pagemap(
     // must be decommitted as the scan didn't reach it. Note that if `walk_end`
     // is already at the end of memory then the byte size of the decommitted
     // memory here will be 0 meaning that this is a noop.
-    let scan_size = result.walk_end().addr() - ptr.addr();
-    decommit(result.walk_end().cast_mut(), len.byte_count() - scan_size);
+    //
+    // wasi-python patch: the kernel walks in chunks of 512 regions and updates
+    // `walk_end` only where a chunk stops early, so a scan that finds more than 512
+    // regions and then completes reports the last chunk's start (Linux 6.18), and
+    // every page written past it (the top of a grown CPython heap) was decommitted
+    // and faulted in again by the next run. The walk stops early only when our buffer
+    // is full or `max_pages` is reached; otherwise it covered everything.
+    let stopped_early = result.regions().len() == MAX_REGIONS
+        || bytes_resident / host_page_size >= keep_resident.byte_count() / host_page_size;
+    let scan_size = if stopped_early { result.walk_end().addr() - ptr.addr() } else { len.byte_count() };
+    // SAFETY: `scan_size` is at most `len`, so the pointer stays within `ptr/len`.
+    decommit(unsafe { ptr.add(scan_size) }, len.byte_count() - scan_size);
 
     bytes_resident
 }
