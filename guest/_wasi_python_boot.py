@@ -95,10 +95,12 @@ def _run_turn(text, name):
     other turn, and one that does not compile as an expression, goes the reactor's way.
     What the reactor does with an expression turn is done the same: the source
     registered for tracebacks, the value evaluated in `__main__` and handed to
-    `sys.displayhook`. A fresh run's turn (`_GO_TURN`, run.rs) calls `go` without
-    compiling anything."""
+    `sys.displayhook`. A fresh run's turn (`_GO_TURN`, run.rs) calls `go`, and a guest
+    on standby's (`_SERVE_TURN`) `serve`, without compiling anything."""
     if text == _GO_TURN:
         return go()
+    if text == _SERVE_TURN:
+        return serve()
     if (text and not text[0].isspace() and "=" not in text and ";" not in text
             and "\n" not in text.rstrip() and text.split(None, 1)[0] not in _STATEMENTS):
         try:
@@ -125,6 +127,9 @@ _reactor_run_turn = None  # the reactor's own, which `_run_turn` wraps
 # the same, should this module's `_run_turn` not be installed.
 _GO_TURN = "__import__('_wasi_python_boot').go()"
 _GO_FRAME = b"\0wasi-python go"
+# A guest on standby's turn (crates/runtime/src/standby.rs, `SERVE`), answered the same
+# way: the reactor would parse and compile it, 120 us and more of each standby's making.
+_SERVE_TURN = "__import__('_wasi_python_boot').serve()"
 
 # First words of statements (a turn starting with one is not an expression).
 _STATEMENTS = frozenset(

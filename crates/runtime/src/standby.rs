@@ -41,8 +41,10 @@ use crate::{CallContext, Completed, Error, RunConfig, ToolDoor};
 
 /// The frame `_wasi_python_boot.serve` sends to wait for its run.
 pub(crate) const STANDBY_FRAME: &[u8] = b"\0wasi-python standby";
-/// The turn a guest on standby runs.
-pub(crate) const SERVE: &str = "if 1: __import__('_wasi_python_boot').serve()";
+/// The turn a guest on standby runs: a fixed text, which the guest package's `_run_turn`
+/// answers by calling `serve()` without compiling anything (as `GO_TURN`, run.rs); the
+/// expression does the same should it not be installed.
+pub(crate) const SERVE: &str = "__import__('_wasi_python_boot').serve()";
 /// How long a guest waits for a run before it ends.
 pub(crate) const IDLE_FOR: Duration = Duration::from_secs(30);
 
