@@ -79,6 +79,34 @@ def test_a_one_expression_turn_echoes_and_reports_as_any_turn(session):
     assert session.run("pass").stdout == b""
 
 
+def test_a_name_turn_shows_what_the_compiled_name_would(session):
+    # A turn that is a name alone is looked up without compiling; what it shows, binds
+    # and raises must be what evaluating the name shows, binds and raises.
+    session.run("x = [1, 2]\nimport builtins\nbuiltins.shadowed = 'builtin'\nmatch = 'soft'")
+    assert session.run("x").stdout == b"[1, 2]\n"
+    assert session.run("x\n").stdout == b"[1, 2]\n"
+    assert session.run("_").stdout == b"[1, 2]\n"  # displayhook bound it
+    assert session.run("len").stdout == b"<built-in function len>\n"
+    assert session.run("shadowed").stdout == b"'builtin'\n"
+    assert session.run("match").stdout == b"'soft'\n"  # a soft keyword is a name
+    session.run("len = 'mine'")
+    assert session.run("len").stdout == b"'mine'\n"  # __main__ before builtins
+    assert session.run("None").stdout == b""  # a keyword: the value None, not echoed
+    assert session.run("__debug__").stdout == b"True\n"
+    session.run("y = None")
+    assert session.run("y").stdout == b""
+    missing = session.run("nowhere")
+    assert missing.exit_code == 1
+    lines = missing.stderr.decode().splitlines()
+    assert lines[0] == "Traceback (most recent call last):" and lines[1].startswith('  File "<turn ')
+    assert lines[-1] == "NameError: name 'nowhere' is not defined"
+    assert b"<reactor>" not in missing.stderr and b"_wasi_python_boot" not in missing.stderr
+    session.run("class R:\n    def __repr__(self):\n        raise KeyError('repr')\nr = R()")
+    bad = session.run("r")
+    assert bad.exit_code == 1 and bad.stderr.decode().splitlines()[-1] == "KeyError: 'repr'"
+    assert session.ended is None
+
+
 def test_the_first_turns_traceback_is_turn_1():
     with Session() as s:
         done = s.run("raise ValueError('first')")
