@@ -213,8 +213,13 @@ class _LoopEnds:
         for key, ok, value in self.ext.drain():
             _slots.give()
             fut = self.futures.pop(key, None)
-            if fut is not None:
+            if fut is None:
+                continue
+            try:
                 _settle(fut, ok, value)
+            except Exception as e:  # noqa: BLE001 - one run's failure stays its own
+                if not fut.done():
+                    fut.set_exception(e)
 
 
 # Per event loop: a weak reference to its `_LoopEnds`, or False for a loop that watches

@@ -320,6 +320,26 @@ def test_a_run_ends_on_the_loop_thread_and_the_guest_thread_never_enters_python(
     assert threads == [loop_thread] * 6
 
 
+def test_a_run_whose_end_fails_to_convert_fails_alone(arun, monkeypatch):
+    # Ends are read by the loop in batches: one that cannot be turned into a Completed
+    # fails its own run, and the others in the batch still end.
+    real = _async.completed_from_ext
+
+    def picky(outcome):
+        if outcome.stdout == b"1\n":
+            raise ValueError("unconvertible")
+        return real(outcome)
+
+    monkeypatch.setattr(_async, "completed_from_ext", picky)
+
+    async def some():
+        return await asyncio.gather(*(run_async(["-c", f"print({i})"]) for i in range(4)), return_exceptions=True)
+
+    done = arun(some())
+    assert isinstance(done[1], ValueError)
+    assert [d.stdout for i, d in enumerate(done) if i != 1] == [b"0\n", b"2\n", b"3\n"]
+
+
 def test_a_loop_that_watches_no_descriptors_gets_its_runs_called_back(arun):
     class NoReaders(asyncio.SelectorEventLoop):
         def add_reader(self, *args):

@@ -695,8 +695,9 @@ impl MemoryImageSlot {
         // Flag ourselves as `dirty` which means that the next operation on this
         // slot is required to be `clear_and_remain_ready`.
         self.dirty = true;
-        // wasi-python patch: from here on this thread's faults count.
-        self.witness = Witness::now();
+        // wasi-python patch: from here on this thread's faults count (for a slot with
+        // an image: the only ones `Dirtied` resets).
+        self.witness = if self.image.is_some() { Witness::now() } else { None };
 
         Ok(())
     }
