@@ -257,6 +257,16 @@ def test_set_async_workers_bounds_how_many_guests_run_at_once(arun, one_worker):
     assert wall >= 0.6
 
 
+async def _second_behind_first(first, second):
+    """Starts run A, then run B 50 ms later, and returns both tasks 50 ms after that
+    (with one worker, B is then waiting for A's slot)."""
+    a = asyncio.ensure_future(run_async(first))
+    await asyncio.sleep(0.05)
+    b = asyncio.ensure_future(run_async(second))
+    await asyncio.sleep(0.05)
+    return a, b
+
+
 def test_a_run_cancelled_while_it_waits_for_a_worker_gives_its_turn_on(arun, one_worker):
     # With one worker, B waits for A's slot and is cancelled before it gets it; C, started
     # after, must get the slot when A ends (_async._Slots): nothing is leaked, and B's
@@ -264,10 +274,7 @@ def test_a_run_cancelled_while_it_waits_for_a_worker_gives_its_turn_on(arun, one
     slow = ["-c", "import time; time.sleep(0.4); print('a')"]
 
     async def three():
-        a = asyncio.ensure_future(run_async(slow))
-        await asyncio.sleep(0.05)
-        b = asyncio.ensure_future(run_async(["-c", "print('b')"]))
-        await asyncio.sleep(0.05)
+        a, b = await _second_behind_first(slow, ["-c", "print('b')"])
         b.cancel()
         c = await asyncio.wait_for(run_async(["-c", "print('c')"]), 10)
         return await a, b, c
@@ -283,10 +290,7 @@ def test_raising_the_worker_count_starts_waiting_runs(arun, one_worker):
     slow = ["-c", "import time; time.sleep(2)"]
 
     async def two():
-        a = asyncio.ensure_future(run_async(slow))
-        await asyncio.sleep(0.05)
-        b = asyncio.ensure_future(run_async(["-c", "pass"]))
-        await asyncio.sleep(0.05)
+        a, b = await _second_behind_first(slow, ["-c", "pass"])
         assert not b.done()
         set_async_workers(2)
         await b

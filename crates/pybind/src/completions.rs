@@ -74,14 +74,8 @@ impl Completions {
         for (key, result) in ready {
             // Each run gets its value or its exception: one that fails to convert does
             // not take the others' with it.
-            let value = match result {
-                Ok(c) => Outcome::new(py, c).and_then(|o| Py::new(py, o)).map(Py::into_any),
-                Err(e) => Err(errors::to_py(e)),
-            };
-            out.push(match value {
-                Ok(v) => (key, true, v),
-                Err(e) => (key, false, e.into_value(py).into_any()),
-            });
+            let (ok, value) = end_value(py, result);
+            out.push((key, ok, value));
         }
         Ok(out)
     }
@@ -98,17 +92,8 @@ impl Drop for Completions {
             state.closed = true;
             std::mem::take(&mut state.ready).len()
         };
-        if undrained == 0 || crate::tool_host::SHUTTING_DOWN.load(std::sync::atomic::Ordering::SeqCst) {
-            return;
-        }
         // Dropped by Python's deallocation, which holds the GIL.
-        Python::attach(|py| {
-            for _ in 0..undrained {
-                if let Err(e) = self.inner.orphan.call0(py) {
-                    e.write_unraisable(py, None);
-                }
-            }
-        });
+        self.inner.orphans(undrained);
     }
 }
 
@@ -120,14 +105,7 @@ impl Inner {
         if state.closed {
             drop(state);
             drop(result);
-            if crate::tool_host::SHUTTING_DOWN.load(std::sync::atomic::Ordering::SeqCst) {
-                return;
-            }
-            Python::attach(|py| {
-                if let Err(e) = self.orphan.call0(py) {
-                    e.write_unraisable(py, None);
-                }
-            });
+            self.orphans(1);
             return;
         }
         let wake = state.ready.is_empty();
@@ -137,5 +115,33 @@ impl Inner {
             // Non-blocking: a full socket already holds a wake-up the loop has yet to read.
             let _ = (&self.write).write(&[1]);
         }
+    }
+
+    /// Calls `orphan` `n` times, for runs whose ends nobody will drain; nothing once the
+    /// interpreter is going (no thread may attach to it then).
+    fn orphans(&self, n: usize) {
+        if n == 0 || crate::tool_host::SHUTTING_DOWN.load(std::sync::atomic::Ordering::SeqCst) {
+            return;
+        }
+        Python::attach(|py| {
+            for _ in 0..n {
+                if let Err(e) = self.orphan.call0(py) {
+                    e.write_unraisable(py, None);
+                }
+            }
+        });
+    }
+}
+
+/// A run's end as Python sees it: `(True, Outcome)`, or `(False, exception)` for a failure
+/// inside the runtime or an end that failed to convert.
+pub(crate) fn end_value(py: Python<'_>, result: Result<Completed, Error>) -> (bool, Py<PyAny>) {
+    let value = match result {
+        Ok(c) => Outcome::new(py, c).and_then(|o| Py::new(py, o)).map(Py::into_any),
+        Err(e) => Err(errors::to_py(e)),
+    };
+    match value {
+        Ok(v) => (true, v),
+        Err(e) => (false, e.into_value(py).into_any()),
     }
 }

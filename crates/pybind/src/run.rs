@@ -198,11 +198,7 @@ fn report(on_done: Py<PyAny>, result: Result<wasi_python_runtime::Completed, was
         return;
     }
     Python::attach(|py| {
-        let value = match result {
-            Ok(c) => Outcome::new(py, c).and_then(|o| Ok((true, Py::new(py, o)?.into_any()))),
-            Err(e) => Ok((false, errors::to_py(e).into_value(py).into_any())),
-        };
-        if let Err(e) = value.and_then(|args| on_done.call1(py, args)) {
+        if let Err(e) = on_done.call1(py, crate::completions::end_value(py, result)) {
             e.write_unraisable(py, None);
         }
     });
