@@ -27,12 +27,18 @@ from ._types import Grant
 __all__ = ["run_async", "set_async_workers"]
 
 _pool: Optional[concurrent.futures.ThreadPoolExecutor] = None
-_pool_size = min(os.cpu_count() or 1, 8)
+# One guest more than the CPUs: a run's slot passes to the next run through the event
+# loop (the end read, the slot given, the next run started on its guest thread), and
+# while it does, the extra guest keeps every CPU busy. 16 concurrent runs on 2 CPUs,
+# alternating processes: 1,600-2,030 runs/s with 2 guests, 2,070-2,350 with 3 (peak RSS
+# 127-141 -> 144-157 MiB); docs/benchmarks.md.
+_pool_size = min((os.cpu_count() or 1) + 1, 8)
 _pool_lock = threading.Lock()
 
 
 def set_async_workers(n: int) -> None:
-    """Sets how many guests ``run_async`` runs at once (default: the CPUs, at most 8).
+    """Sets how many guests ``run_async`` runs at once (default: one more than the CPUs,
+    at most 8).
 
     Runs already started keep their thread; later ones use the new pool.
     """
