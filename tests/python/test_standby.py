@@ -15,23 +15,28 @@ from wasi_python.tools import tool
 PRELOAD = ("numpy",)
 
 
-def waiting() -> int:
-    """Guests on standby for runs from the numpy image (other tests leave some for other
-    images, which these runs cannot take)."""
-    return _ext.guests_on_standby(str(prepare(PRELOAD)))
+def waiting(preload: tuple[str, ...] = PRELOAD) -> int:
+    """Guests on standby for runs from the `preload` image (other tests leave some for
+    other images, which these runs cannot take)."""
+    return _ext.guests_on_standby(str(prepare(preload)))
 
 
-def standby_waits(**kw) -> None:
+def standby_waits(preload: tuple[str, ...] = PRELOAD, **kw) -> None:
     """Runs until a guest waits on standby for runs like this one (the first run of an
     image starts one; a run that takes it starts the next)."""
     until = time.monotonic() + 60
     while True:
-        if waiting():
+        if waiting(preload):
             return
-        assert run(["-c", "pass"], preload=PRELOAD, **kw).ok
-        while time.monotonic() < until and not waiting():
+        assert run(["-c", "pass"], preload=preload, **kw).ok
+        while time.monotonic() < until and not waiting(preload):
             time.sleep(0.01)
         assert time.monotonic() < until, "no guest came on standby"
+
+
+# The guest's monotonic clock starts at 1 h when its store is made (host.rs,
+# GUEST_CLOCK_START): a run served by a guest that waited 0.3 s reads at least 1 h + 0.3 s.
+CLOCK_START_NS = 3_600 * 10**9
 
 
 def test_a_run_on_standby_gets_its_own_arguments_environment_stdin_and_folder():
@@ -51,7 +56,7 @@ def test_a_run_is_served_by_the_waiting_guest():
     # 1 h + 0.3 s; a run on a store made for it reads about 1 h. So this tells the paths
     # apart, and the tests above, whose checks hold on either path, are known to take
     # this one.
-    start = 3_600 * 10**9
+    start = CLOCK_START_NS
     standby_waits()
     time.sleep(0.3)
     done = run(["-c", "import time; print(time.monotonic_ns())"], preload=PRELOAD)
@@ -71,6 +76,36 @@ def test_runs_on_standby_do_not_share_random_state_or_globals():
         outs.append(done.stdout.split())
     assert len({o[0] for o in outs}) == 3 and len({o[1] for o in outs}) == 3
     assert all(o[2] == b"False" for o in outs)
+
+
+# A guest on standby runs the reactor's refresh before its run comes (guest boot's
+# `serve`); the run then redoes what depends on its own moment or settings.
+REFRESHED = ("logging", "zoneinfo")
+
+
+def test_a_run_on_standby_starts_logging_s_clock_when_it_starts():
+    standby_waits(REFRESHED)
+    time.sleep(0.5)
+    code = "import logging, time; print(time.monotonic_ns(), time.time() - logging._startTime)"
+    done = run(["-c", code], preload=REFRESHED)
+    assert done.ok, done.stderr
+    clock, since_start = done.stdout.split()
+    assert int(clock) - CLOCK_START_NS >= 500_000_000, "not served by the guest on standby"
+    assert 0 <= float(since_start) < 0.4
+
+
+def test_a_run_on_standby_with_its_own_time_zone_path_or_u_gets_them():
+    standby_waits(REFRESHED)
+    done = run(["-c", "import zoneinfo; print(zoneinfo.TZPATH)"], preload=REFRESHED, env={"PYTHONTZPATH": "/opt/tz"})
+    assert done.ok, done.stderr
+    assert done.stdout == b"('/opt/tz',)\n"
+    standby_waits(REFRESHED)
+    done = run(["-u", "-c", "import sys; print(sys.stdout.write_through, sys.stderr.write_through)"], preload=REFRESHED)
+    assert done.ok, done.stderr
+    assert done.stdout == b"True True\n"
+    standby_waits(REFRESHED)
+    done = run(["-c", "import sys, zoneinfo; print(sys.stdout.write_through, zoneinfo.TZPATH)"], preload=REFRESHED)
+    assert done.stdout == b"False ()\n"
 
 
 def test_a_run_on_standby_keeps_its_own_deadline_memory_and_output_limits():
