@@ -12,6 +12,7 @@ from pathlib import Path
 import pytest
 
 from wasi_python import ArtifactsMissing, Completed, Grant, artifacts, run
+from wasi_python import _wasi_python as _ext
 
 from helpers import run_python
 
@@ -316,6 +317,47 @@ def test_artifacts_missing_is_an_exception(no_artifacts, tmp_path, monkeypatch):
         artifacts()
     assert isinstance(info.value, ArtifactsMissing)
     assert "cargo xtask dist" in str(info.value)
+
+
+# --- the plain call: argv and stdin alone --------------------------------------------
+
+
+def test_a_plain_call_runs_as_the_same_call_through_every_check():
+    # Only argv and stdin: the extension takes the call (`run_plain`). grants=[] is not
+    # the default object, so the same call goes through the package's checks instead.
+    code = "import sys, os; print(sys.argv[1:], repr(sys.stdin.read()), sorted(os.environ), os.getcwd())"
+    assert run(["-c", "pass"]).ok  # the plain settings are known
+    for argv, stdin in ((["-c", code, "a", "é"], b"in\n"), (("-c", code, "a", "é"), "ïn")):
+        assert _ext.run_plain(argv, stdin) is not None
+        fast, checked = run(argv, stdin=stdin), run(argv, stdin=stdin, grants=[])
+        assert fast.ok, fast.stderr
+        assert (fast.stdout, fast.stderr, fast.exit_code) == (checked.stdout, checked.stderr, checked.exit_code)
+
+
+@pytest.mark.parametrize(
+    "argv, stdin",
+    [
+        ("-c pass", b""),  # a str, not a list
+        (["-c", 1], b""),  # an argument that is not a str
+        (["-c", "x\0"], b""),  # a NUL
+        (["-c", "\ud800"], b""),  # no UTF-8 form
+        (iter(["-c", "pass"]), b""),  # neither a list nor a tuple
+        (["-c", "pass"], bytearray()),  # neither bytes nor str
+        (["-c", "pass"], "\ud800"),
+    ],
+)
+def test_the_extension_leaves_every_other_call_to_the_package(argv, stdin):
+    assert run(["-c", "pass"]).ok  # the plain settings are known
+    assert _ext.run_plain(argv, stdin) is None
+
+
+def test_a_plain_call_follows_a_changed_artifacts_variable(tmp_path, monkeypatch):
+    assert run(["-c", "pass"]).ok  # known for the variable as it is
+    monkeypatch.setenv("WASI_PYTHON_ARTIFACTS", str(tmp_path))  # an empty folder
+    with pytest.raises(ArtifactsMissing):
+        run(["-c", "pass"])
+    monkeypatch.undo()
+    assert run(["-c", "pass"]).ok
 
 
 # --- host= raw door -------------------------------------------------------------------

@@ -12,6 +12,7 @@ mod convert;
 mod errors;
 mod files;
 mod options;
+mod plain;
 mod run;
 mod session;
 mod snapshot;
@@ -32,6 +33,8 @@ fn _wasi_python(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<convert::ToolRecord>()?;
     m.add_class::<convert::ToolOutcome>()?;
     m.add_function(wrap_pyfunction!(run::run, m)?)?;
+    m.add_function(wrap_pyfunction!(plain::run_plain, m)?)?;
+    m.add_function(wrap_pyfunction!(plain::set_plain, m)?)?;
     m.add_function(wrap_pyfunction!(run::start, m)?)?;
     m.add_function(wrap_pyfunction!(run::check_artifacts, m)?)?;
     m.add_function(wrap_pyfunction!(run::precompile, m)?)?;

@@ -66,6 +66,14 @@ impl Options {
     pub(crate) fn take(&self) -> PyResult<RunConfig> {
         self.built.lock().take().ok_or_else(|| PyValueError::new_err("these Options were used by a run already"))
     }
+
+    /// A copy of the settings, these Options left unused: as [`Options::copy`].
+    pub(crate) fn config(&self) -> PyResult<RunConfig> {
+        if !self.copyable {
+            return Err(PyValueError::new_err("Options with a door, tools or mounts serve one run and are not copied"));
+        }
+        self.built.lock().clone().ok_or_else(|| PyValueError::new_err("these Options were used by a run already"))
+    }
 }
 
 #[pymethods]
@@ -74,14 +82,7 @@ impl Options {
     /// mounts (the package makes its default settings once and copies them per run).
     /// `ValueError` for others, or for Options already used.
     fn copy(&self) -> PyResult<Options> {
-        if !self.copyable {
-            return Err(PyValueError::new_err("Options with a door, tools or mounts serve one run and are not copied"));
-        }
-        let built = self.built.lock().clone();
-        let Some(cfg) = built else {
-            return Err(PyValueError::new_err("these Options were used by a run already"));
-        };
-        Ok(Options { built: Mutex::new(Some(cfg)), copyable: true })
+        Ok(Options { built: Mutex::new(Some(self.config()?)), copyable: true })
     }
 
     #[new]

@@ -9,7 +9,7 @@ use parking_lot::Mutex;
 use pyo3::prelude::*;
 use pyo3::types::PyBytes;
 use wasi_python_runtime::schema::{InputSchema, Options as SchemaOptions};
-use wasi_python_runtime::{Artifacts, CallContext, DoorAnswer, Flavour, Preload, Runtime};
+use wasi_python_runtime::{Artifacts, CallContext, DoorAnswer, Flavour, Preload, RunConfig, Runtime};
 
 use crate::completions::Completions;
 use crate::convert::Outcome;
@@ -152,9 +152,19 @@ pub(crate) fn run(
     options: &Options,
     cancel: Option<PyRef<'_, CancelToken>>,
 ) -> PyResult<Outcome> {
-    let rt = runtime_for(artifacts).map_err(errors::to_py)?;
     let token = cancel.map(|c| c.inner.clone()).unwrap_or_default();
-    let cfg = options.take()?.argv(argv).stdin(stdin).cancel(token.clone());
+    run_config(py, artifacts, options.take()?.argv(argv).stdin(stdin), token)
+}
+
+/// Runs `cfg` on the artifacts at `artifacts`, cancelled by `token` (and Ctrl-C), as [`run`].
+pub(crate) fn run_config(
+    py: Python<'_>,
+    artifacts: &str,
+    cfg: RunConfig,
+    token: wasi_python_runtime::CancelToken,
+) -> PyResult<Outcome> {
+    let rt = runtime_for(artifacts).map_err(errors::to_py)?;
+    let cfg = cfg.cancel(token.clone());
     let handle = py.detach(|| rt.start(cfg)).map_err(errors::to_py)?;
     let result = wait_for(py, &token, |timeout| handle.wait_timeout(timeout))?;
     Outcome::new(py, result.map_err(errors::to_py)?)

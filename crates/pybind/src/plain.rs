@@ -1,0 +1,88 @@
+//! `run_plain`: a `run` call that passed only `argv` and `stdin`, the commonest call,
+//! checked and started here rather than in the package's Python.
+//!
+//! Measured (docs/benchmarks.md, fourth pass): the package's Python around such a run
+//! (the arguments' checks, finding the artifact folder, copying the default settings)
+//! took 7 us in a loop but about 140 us of a run spaced 5 ms apart, when each line of
+//! Python runs from cold caches. The rules stay the package's: this takes only what
+//! they surely accept (a list or tuple of str without NUL, bytes or str stdin, all
+//! UTF-8) and answers `None` for anything else, which the package then checks itself
+//! and refuses with its own error.
+
+use std::ffi::OsString;
+
+use parking_lot::Mutex;
+use pyo3::prelude::*;
+use pyo3::types::{PyBytes, PyList, PyString, PyTuple};
+use wasi_python_runtime::RunConfig;
+
+use crate::convert::Outcome;
+use crate::options::Options;
+
+/// What a plain call runs with, as the package last found it ([`set_plain`]).
+struct Plain {
+    /// The variable naming the artifact folder, its value then, and the folder found.
+    var: String,
+    value: Option<OsString>,
+    artifacts: String,
+    /// The package's default settings.
+    config: RunConfig,
+}
+
+static PLAIN: Mutex<Option<Plain>> = Mutex::new(None);
+
+/// Sets what [`run_plain`] runs with: the artifact folder the package found while
+/// `$var` was `value`, and the default settings `options` (not used up).
+#[pyfunction]
+pub(crate) fn set_plain(var: String, value: Option<OsString>, artifacts: String, options: &Options) -> PyResult<()> {
+    let config = options.config()?;
+    *PLAIN.lock() = Some(Plain { var, value, artifacts, config });
+    Ok(())
+}
+
+/// Runs `argv` with `stdin` and the default settings, as `_ext.run` would with the
+/// package's checks passed; `None`, with nothing run, when the package must check the
+/// call itself: arguments outside the plain case, no settings set yet, or an artifact
+/// variable that changed since.
+#[pyfunction]
+pub(crate) fn run_plain(py: Python<'_>, argv: &Bound<'_, PyAny>, stdin: &Bound<'_, PyAny>) -> PyResult<Option<Outcome>> {
+    let (Some(argv), Some(stdin)) = (plain_argv(argv), plain_stdin(stdin)) else {
+        return Ok(None);
+    };
+    let (artifacts, config) = {
+        let plain = PLAIN.lock();
+        let Some(p) = plain.as_ref() else {
+            return Ok(None);
+        };
+        // Read with the GIL held, as Python's os.environ writes it (putenv).
+        if std::env::var_os(&p.var) != p.value {
+            return Ok(None);
+        }
+        (p.artifacts.clone(), p.config.clone())
+    };
+    crate::run::run_config(py, &artifacts, config.argv(argv).stdin(stdin), Default::default()).map(Some)
+}
+
+/// The arguments, if a list or tuple of str that each have a UTF-8 form and no NUL.
+fn plain_argv(argv: &Bound<'_, PyAny>) -> Option<Vec<String>> {
+    let items = if let Ok(list) = argv.cast::<PyList>() {
+        list.iter().collect::<Vec<_>>()
+    } else {
+        argv.cast::<PyTuple>().ok()?.iter().collect()
+    };
+    items
+        .iter()
+        .map(|a| {
+            let s = a.cast::<PyString>().ok()?.to_str().ok()?;
+            (!s.contains('\0')).then(|| s.to_owned())
+        })
+        .collect()
+}
+
+/// The stdin bytes, if `stdin` is bytes, or str with a UTF-8 form.
+fn plain_stdin(stdin: &Bound<'_, PyAny>) -> Option<Vec<u8>> {
+    if let Ok(b) = stdin.cast::<PyBytes>() {
+        return Some(b.as_bytes().to_vec());
+    }
+    Some(stdin.cast::<PyString>().ok()?.to_str().ok()?.as_bytes().to_vec())
+}
