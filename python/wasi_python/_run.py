@@ -367,7 +367,11 @@ def plain(given: Mapping[str, Any], defaults: tuple[tuple[str, ...], tuple[Any, 
 
 def plain_args(argv: Any, stdin: Any) -> tuple[str, list[str], bytes, Any, None]:
     """The extension's ``run`` arguments for a call that passed only ``argv`` and ``stdin``,
-    checked as ``make_plan`` checks them."""
+    checked as ``make_plan`` checks them (by the extension, ``_ext.plain_args``, when they
+    are surely accepted: see ``_ext.run_plain``)."""
+    fast = _ext.plain_args(argv, stdin)
+    if fast is not None:
+        return (*fast, None)
     args = _check_argv(argv)
     stdin_b = _check_stdin(stdin)
     return plain_where(), args, stdin_b, plain_options().copy(), None

@@ -11,7 +11,7 @@ __all__ = [
     "ArtifactsMissing", "PreloadError", "SessionEnded", "SessionBusy", "SnapshotError", "CancelToken", "Completions",
     "SessionHandle", "SnapshotHandle",
     "CompiledTool", "MemoryFilesHandle", "Options", "MountSpec", "Outcome", "ToolRecord", "ToolOutcome",
-    "run", "run_plain", "set_plain", "start", "check_artifacts", "precompile", "cpu_level", "cache_origin", "default_preload", "prepare_preload", "check_schema",
+    "run", "run_plain", "set_plain", "plain_args", "start", "check_artifacts", "precompile", "cpu_level", "cache_origin", "default_preload", "prepare_preload", "check_schema",
     "shutdown_tools", "sweep_private_folders", "guests_on_standby", "WASMTIME_VERSION", "DEFAULTS",
 ]
 
@@ -175,6 +175,7 @@ def guests_on_standby(image: Optional[str | PathLike[str]] = None) -> int: ...
 def run(artifacts: str, argv: Sequence[str], stdin: bytes, options: Options, cancel: Optional[CancelToken] = None) -> Outcome: ...
 def run_plain(argv: object, stdin: object) -> Optional[Outcome]: ...
 def set_plain(var: str, value: Optional[str], artifacts: str, options: Options) -> None: ...
+def plain_args(argv: object, stdin: object) -> Optional[tuple[str, list[str], bytes, Options]]: ...
 def start(
     artifacts: str,
     argv: Sequence[str],

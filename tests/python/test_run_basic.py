@@ -12,6 +12,7 @@ from pathlib import Path
 import pytest
 
 from wasi_python import ArtifactsMissing, Completed, Grant, artifacts, run
+from wasi_python import _run
 from wasi_python import _wasi_python as _ext
 
 from helpers import run_python
@@ -329,6 +330,9 @@ def test_a_plain_call_runs_as_the_same_call_through_every_check():
     assert run(["-c", "pass"]).ok  # the plain settings are known
     for argv, stdin in ((["-c", code, "a", "é"], b"in\n"), (("-c", code, "a", "é"), "ïn")):
         assert _ext.run_plain(argv, stdin) is not None
+        # run_async's arguments (`_ext.plain_args`) as the package's checks make them.
+        where, args, stdin_b, _ = _ext.plain_args(argv, stdin)
+        assert (where, args, stdin_b) == (_run.plain_where(), _run._check_argv(argv), _run._check_stdin(stdin))
         fast, checked = run(argv, stdin=stdin), run(argv, stdin=stdin, grants=[])
         assert fast.ok, fast.stderr
         assert (fast.stdout, fast.stderr, fast.exit_code) == (checked.stdout, checked.stderr, checked.exit_code)
@@ -349,6 +353,7 @@ def test_a_plain_call_runs_as_the_same_call_through_every_check():
 def test_the_extension_leaves_every_other_call_to_the_package(argv, stdin):
     assert run(["-c", "pass"]).ok  # the plain settings are known
     assert _ext.run_plain(argv, stdin) is None
+    assert _ext.plain_args(argv, stdin) is None
 
 
 def test_a_plain_call_follows_a_changed_artifacts_variable(tmp_path, monkeypatch):
@@ -356,6 +361,7 @@ def test_a_plain_call_follows_a_changed_artifacts_variable(tmp_path, monkeypatch
     monkeypatch.setenv("WASI_PYTHON_ARTIFACTS", str(tmp_path))  # an empty folder
     with pytest.raises(ArtifactsMissing):
         run(["-c", "pass"])
+    assert _ext.plain_args(["-c", "pass"], b"") is None
     monkeypatch.undo()
     assert run(["-c", "pass"]).ok
 

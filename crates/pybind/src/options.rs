@@ -67,6 +67,11 @@ impl Options {
         self.built.lock().take().ok_or_else(|| PyValueError::new_err("these Options were used by a run already"))
     }
 
+    /// Options of `config` without a door, tools or mounts, unused.
+    pub(crate) fn unused(config: RunConfig) -> Options {
+        Options { built: Mutex::new(Some(config)), copyable: true }
+    }
+
     /// A copy of the settings, these Options left unused: as [`Options::copy`].
     pub(crate) fn config(&self) -> PyResult<RunConfig> {
         if !self.copyable {
@@ -82,7 +87,7 @@ impl Options {
     /// mounts (the package makes its default settings once and copies them per run).
     /// `ValueError` for others, or for Options already used.
     fn copy(&self) -> PyResult<Options> {
-        Ok(Options { built: Mutex::new(Some(self.config()?)), copyable: true })
+        Ok(Options::unused(self.config()?))
     }
 
     #[new]

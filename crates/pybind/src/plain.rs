@@ -46,21 +46,30 @@ pub(crate) fn set_plain(var: String, value: Option<OsString>, artifacts: String,
 /// variable that changed since.
 #[pyfunction]
 pub(crate) fn run_plain(py: Python<'_>, argv: &Bound<'_, PyAny>, stdin: &Bound<'_, PyAny>) -> PyResult<Option<Outcome>> {
-    let (Some(argv), Some(stdin)) = (plain_argv(argv), plain_stdin(stdin)) else {
+    let Some((artifacts, config, argv, stdin)) = plain_call(argv, stdin) else {
         return Ok(None);
     };
-    let (artifacts, config) = {
-        let plain = PLAIN.lock();
-        let Some(p) = plain.as_ref() else {
-            return Ok(None);
-        };
-        // Read with the GIL held, as Python's os.environ writes it (putenv).
-        if std::env::var_os(&p.var) != p.value {
-            return Ok(None);
-        }
-        (p.artifacts.clone(), p.config.clone())
-    };
     crate::run::run_config(py, &artifacts, config.argv(argv).stdin(stdin), Default::default()).map(Some)
+}
+
+/// `(artifacts, argv, stdin, options)` for `_ext.run` or `_ext.start`, as the package's
+/// `plain_args` makes them, for a call [`run_plain`] would take; `None` for the others.
+#[pyfunction]
+pub(crate) fn plain_args(argv: &Bound<'_, PyAny>, stdin: &Bound<'_, PyAny>) -> Option<(String, Vec<String>, Vec<u8>, Options)> {
+    let (artifacts, config, argv, stdin) = plain_call(argv, stdin)?;
+    Some((artifacts, argv, stdin, Options::unused(config)))
+}
+
+/// The artifact folder, default settings, arguments and stdin of a plain call.
+fn plain_call(argv: &Bound<'_, PyAny>, stdin: &Bound<'_, PyAny>) -> Option<(String, RunConfig, Vec<String>, Vec<u8>)> {
+    let (argv, stdin) = (plain_argv(argv)?, plain_stdin(stdin)?);
+    let plain = PLAIN.lock();
+    let p = plain.as_ref()?;
+    // Read with the GIL held, as Python's os.environ writes it (putenv).
+    if std::env::var_os(&p.var) != p.value {
+        return None;
+    }
+    Some((p.artifacts.clone(), p.config.clone(), argv, stdin))
 }
 
 /// The arguments, if a list or tuple of str that each have a UTF-8 form and no NUL.
