@@ -6,7 +6,7 @@ import atexit
 import inspect
 import operator
 import os
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
 from pathlib import Path
 from types import MappingProxyType
 from typing import TYPE_CHECKING, Any, Callable, Iterable, Mapping, Optional, Sequence, overload
@@ -332,9 +332,10 @@ def run(
     """
     given = locals()
     if plain(given, _RUN_DEFAULTS):
-        # The extension takes the commonest calls itself, or answers None: then checked here.
-        outcome = _ext.run_plain(argv, stdin)
-        return completed_from_ext(outcome if outcome is not None else _ext.run(*plain_args(argv, stdin)))
+        # The extension takes the commonest calls itself (its answer is the Completed),
+        # or answers None: then checked here.
+        done = _ext.run_plain(argv, stdin)
+        return done if done is not None else completed_from_ext(_ext.run(*plain_args(argv, stdin)))
     plan = make_plan(
         argv, stdin, env, grants, memory_bytes, deadline_s, output_bytes, fuel, cancel,
         tools, gate, max_tool_calls, max_tool_request_bytes, host,
@@ -403,6 +404,7 @@ def plain_where() -> str:
 
 
 _RUN_DEFAULTS = keyword_defaults(run)
+_ext.set_completed(Completed, tuple(f.name for f in fields(Completed)))
 
 
 @dataclass(frozen=True)

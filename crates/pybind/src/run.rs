@@ -153,7 +153,7 @@ pub(crate) fn run(
     cancel: Option<PyRef<'_, CancelToken>>,
 ) -> PyResult<Outcome> {
     let token = cancel.map(|c| c.inner.clone()).unwrap_or_default();
-    run_config(py, artifacts, options.take()?.argv(argv).stdin(stdin), token)
+    Outcome::new(py, run_config(py, artifacts, options.take()?.argv(argv).stdin(stdin), token)?)
 }
 
 /// Runs `cfg` on the artifacts at `artifacts`, cancelled by `token` (and Ctrl-C), as [`run`].
@@ -162,12 +162,11 @@ pub(crate) fn run_config(
     artifacts: &str,
     cfg: RunConfig,
     token: wasi_python_runtime::CancelToken,
-) -> PyResult<Outcome> {
+) -> PyResult<wasi_python_runtime::Completed> {
     let rt = runtime_for(artifacts).map_err(errors::to_py)?;
     let cfg = cfg.cancel(token.clone());
     let handle = py.detach(|| rt.start(cfg)).map_err(errors::to_py)?;
-    let result = wait_for(py, &token, |timeout| handle.wait_timeout(timeout))?;
-    Outcome::new(py, result.map_err(errors::to_py)?)
+    wait_for(py, &token, |timeout| handle.wait_timeout(timeout))?.map_err(errors::to_py)
 }
 
 /// Starts one guest with `options` (used once) and returns at once: `run_async` awaits it
