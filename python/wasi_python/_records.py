@@ -126,7 +126,11 @@ class FileRecord:
 
 
 def completed_from_ext(outcome: Any) -> Completed:
-    """The extension's ``Outcome`` (of a run or a session turn) as the public ``Completed``."""
+    """The extension's ``Outcome`` (of a run or a session turn) as the public ``Completed``;
+    the extension makes a ``Completed`` itself for an end without a tool or file record
+    (``_ext.set_completed``), which passes as it is."""
+    if type(outcome) is Completed:
+        return outcome
     return Completed(
         exit_code=outcome.exit_code,
         stdout=outcome.stdout,

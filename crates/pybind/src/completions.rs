@@ -21,7 +21,6 @@ use parking_lot::Mutex;
 use pyo3::prelude::*;
 use wasi_python_runtime::{Completed, Error};
 
-use crate::convert::Outcome;
 use crate::errors;
 
 /// Results waiting for the loop, keyed by the number the Python side gave the run.
@@ -62,7 +61,7 @@ impl Completions {
         self.inner.read.as_raw_fd()
     }
 
-    /// The results waiting, as `(key, ok, value)`: `(key, True, Outcome)`, or
+    /// The results waiting, as `(key, ok, value)`: `(key, True, end)` (completed.rs), or
     /// `(key, False, exception)` for a failure inside the runtime.
     fn drain(&self, py: Python<'_>) -> PyResult<Vec<(u64, bool, Py<PyAny>)>> {
         // First empty the socket, then take the results: a result pushed after the take
@@ -133,11 +132,12 @@ impl Inner {
     }
 }
 
-/// A run's end as Python sees it: `(True, Outcome)`, or `(False, exception)` for a failure
+/// A run's end as Python sees it: `(True, end)` (the package's `Completed`, or an
+/// `Outcome`: completed.rs), or `(False, exception)` for a failure
 /// inside the runtime or an end that failed to convert.
 pub(crate) fn end_value(py: Python<'_>, result: Result<Completed, Error>) -> (bool, Py<PyAny>) {
     let value = match result {
-        Ok(c) => Outcome::new(py, c).and_then(|o| Py::new(py, o)).map(Py::into_any),
+        Ok(c) => crate::completed::completed(py, c),
         Err(e) => Err(errors::to_py(e)),
     };
     match value {

@@ -7,6 +7,7 @@
 
 use pyo3::prelude::*;
 
+mod completed;
 mod completions;
 mod convert;
 mod errors;
@@ -36,7 +37,7 @@ fn _wasi_python(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(plain::run_plain, m)?)?;
     m.add_function(wrap_pyfunction!(plain::set_plain, m)?)?;
     m.add_function(wrap_pyfunction!(plain::plain_args, m)?)?;
-    m.add_function(wrap_pyfunction!(plain::set_completed, m)?)?;
+    m.add_function(wrap_pyfunction!(completed::set_completed, m)?)?;
     m.add_function(wrap_pyfunction!(run::start, m)?)?;
     m.add_function(wrap_pyfunction!(run::check_artifacts, m)?)?;
     m.add_function(wrap_pyfunction!(run::precompile, m)?)?;

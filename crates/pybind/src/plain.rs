@@ -12,11 +12,9 @@
 use std::ffi::OsString;
 
 use parking_lot::Mutex;
-use pyo3::exceptions::PyValueError;
 use pyo3::prelude::*;
-use pyo3::sync::PyOnceLock;
-use pyo3::types::{PyBytes, PyList, PyString, PyTuple, PyType};
-use wasi_python_runtime::{Completed, RunConfig};
+use pyo3::types::{PyBytes, PyList, PyString, PyTuple};
+use wasi_python_runtime::RunConfig;
 
 use crate::options::Options;
 
@@ -45,89 +43,14 @@ pub(crate) fn set_plain(var: String, value: Option<OsString>, artifacts: String,
 /// package's checks passed; `None`, with nothing run, when the package must check the
 /// call itself: arguments outside the plain case, no settings set yet, or an artifact
 /// variable that changed since.
-///
-/// The answer is the package's `Completed` itself, made here ([`set_completed`]): the
-/// package's `completed_from_ext` cost such a run 30-50 us more with cold caches.
+/// The answer is the package's `Completed` itself (completed.rs).
 #[pyfunction]
 pub(crate) fn run_plain(py: Python<'_>, argv: &Bound<'_, PyAny>, stdin: &Bound<'_, PyAny>) -> PyResult<Option<Py<PyAny>>> {
-    let Some(maker) = COMPLETED.get(py) else {
-        return Ok(None);
-    };
     let Some((artifacts, config, argv, stdin)) = plain_call(argv, stdin) else {
         return Ok(None);
     };
     let end = crate::run::run_config(py, &artifacts, config.argv(argv).stdin(stdin), Default::default())?;
-    maker.make(py, end).map(Some)
-}
-
-/// The fields of the package's `Completed`, in order; [`set_completed`] checks them.
-const FIELDS: [&str; 10] = [
-    "exit_code",
-    "stdout",
-    "stderr",
-    "trapped",
-    "truncated",
-    "fuel_used",
-    "duration_s",
-    "tools",
-    "file_bytes_written",
-    "files",
-];
-
-/// Makes the package's `Completed` (a frozen dataclass with slots) of a plain run's
-/// end: `object.__new__` and each field's slot set, as its `__init__` would set them,
-/// without running Python.
-struct Maker {
-    cls: Py<PyAny>,
-    new: Py<PyAny>,
-    /// Per field of [`FIELDS`], its slot descriptor's `__set__`.
-    setters: Vec<Py<PyAny>>,
-}
-
-static COMPLETED: PyOnceLock<Maker> = PyOnceLock::new();
-
-/// Registers the package's `Completed` class for [`run_plain`]; `fields` are its
-/// dataclass fields in order, which must be [`FIELDS`] (else ValueError).
-#[pyfunction]
-pub(crate) fn set_completed(py: Python<'_>, cls: &Bound<'_, PyType>, fields: Vec<String>) -> PyResult<()> {
-    if fields != FIELDS {
-        return Err(PyValueError::new_err(format!("Completed's fields are {fields:?}, not {FIELDS:?}")));
-    }
-    let new = py.import("builtins")?.getattr("object")?.getattr("__new__")?.unbind();
-    let setters = FIELDS
-        .iter()
-        .map(|f| Ok(cls.getattr(*f)?.getattr("__set__")?.unbind()))
-        .collect::<PyResult<Vec<_>>>()?;
-    let _ = COMPLETED.set(py, Maker { cls: cls.clone().into_any().unbind(), new, setters });
-    Ok(())
-}
-
-impl Maker {
-    fn make(&self, py: Python<'_>, c: Completed) -> PyResult<Py<PyAny>> {
-        // A plain run has neither tools nor mounts.
-        debug_assert!(c.tools.is_none() && c.files.is_none());
-        let truncated: Vec<&str> = [(c.truncated.stdout, "stdout"), (c.truncated.stderr, "stderr")]
-            .into_iter()
-            .filter_map(|(t, name)| t.then_some(name))
-            .collect();
-        let values: [Py<PyAny>; 10] = [
-            c.exit_code.into_pyobject(py)?.into_any().unbind(),
-            PyBytes::new(py, &c.stdout).into_any().unbind(),
-            PyBytes::new(py, &c.stderr).into_any().unbind(),
-            c.trapped.as_ref().map(|t| t.as_str()).into_pyobject(py)?.into_any().unbind(),
-            PyTuple::new(py, truncated)?.into_any().unbind(),
-            c.fuel_used.into_pyobject(py)?.into_any().unbind(),
-            c.duration.as_secs_f64().into_pyobject(py)?.into_any().unbind(),
-            py.None(),
-            c.file_bytes_written.into_pyobject(py)?.into_any().unbind(),
-            py.None(),
-        ];
-        let obj = self.new.call1(py, (self.cls.clone_ref(py),))?;
-        for (set, value) in self.setters.iter().zip(values) {
-            set.call1(py, (&obj, value))?;
-        }
-        Ok(obj)
-    }
+    crate::completed::completed(py, end).map(Some)
 }
 
 /// `(artifacts, argv, stdin, options)` for `_ext.run` or `_ext.start`, as the package's

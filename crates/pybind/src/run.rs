@@ -173,7 +173,7 @@ pub(crate) fn run_config(
 /// without a thread of its own waiting. When the run ends, its result goes to `on_done`
 /// once: a [`Completions`] gets it under `key`, with no Python on the guest thread; any
 /// other callable is called as `on_done(ok, value)` on the guest thread with the GIL:
-/// `(True, Outcome)`, or `(False, exception)` for a failure inside the runtime. What is
+/// `(True, end)` (completed.rs), or `(False, exception)` for a failure inside the runtime. What is
 /// wrong before the run starts raises here instead, and nothing is delivered. Whatever
 /// `on_done` raises is reported as unraisable.
 #[pyfunction]

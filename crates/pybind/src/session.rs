@@ -42,12 +42,12 @@ impl SessionHandle {
         output_bytes: usize,
         fuel: Option<u64>,
         cancel: Option<PyRef<'_, CancelToken>>,
-    ) -> PyResult<Outcome> {
+    ) -> PyResult<Py<PyAny>> {
         let token = cancel.map(|c| c.inner.clone()).unwrap_or_default();
         let turn = Turn { code, deadline: opt_seconds("deadline_s", deadline_s)?, output_bytes, fuel, cancel: token.clone() };
         let handle = self.session.start_turn(turn).map_err(refused)?;
         let result = wait_for(py, &token, |timeout| handle.wait_timeout(timeout))?;
-        Outcome::new(py, result.map_err(refused)?)
+        crate::completed::completed(py, result.map_err(refused)?)
     }
 
     /// Closes the session (runs the guest's atexit handlers); returns what they printed.
