@@ -235,3 +235,47 @@ def test_the_answer_is_not_shared_between_calls(run):
     first = run(answer(id=2, ok=True, value={"a": [1]}))
     first["a"].append(2)
     assert run(answer(id=3, ok=True, value={"a": [1]})) == {"a": [1]}
+
+
+# An ok answer in the host's own form ({"v":1,"id":<id>,"ok":true,"value":<value>}, as
+# crates/protocol writes it) is read by decoding its value alone (`tools._quick`); an
+# answer that only starts like one is read in full, as any other.
+ALMOST_THE_HOSTS_FORM = [
+    # reply, what the call returns or the exception it raises
+    (b'{"v":1,"id":2,"ok":true,"value":[1,{"a":"\\u00e9"}]}', [1, {"a": "é"}]),
+    (b'{"v":1,"id":2,"ok":true,"value":1 }', 1),
+    (b'{"v":1,"id":2,"ok":true,"value":1}\n', 1),
+    (b'{"v":1,"id":2,"ok":true,"value":1,"extra":2}', 1),
+    (
+        b'{"v":1,"id":2,"ok":true,"value":1,"ok":false,"error":{"kind":"denied","message":"no"}}',
+        "ToolDenied",
+    ),
+    (b'{"v":1,"id":2,"ok":true,"value":1}x', "ToolProtocolError"),
+    (b'{"v":1,"id":2,"ok":true,"value":"a"}}', "ToolProtocolError"),
+    (b'{"v":1,"id":2,"ok":true,"value":}', "ToolProtocolError"),
+    (b'{"v":1,"id":2,"ok":true,"value":Infinity}', "ToolProtocolError"),
+    (b'{"v":1,"id":2,"ok":true,"value":' + b"[" * 100_000 + b"]" * 100_000 + b"}", "ToolProtocolError"),
+    (b'{"v":1,"id":22,"ok":true,"value":1}', "ToolProtocolError"),
+]
+
+
+@pytest.mark.parametrize("reply, expected", ALMOST_THE_HOSTS_FORM)
+def test_an_answer_that_only_starts_like_the_hosts_form_is_read_in_full(run, reply, expected):
+    if isinstance(expected, str):
+        with pytest.raises(getattr(run.host, expected)):
+            run(reply)
+    else:
+        assert run(reply) == expected
+
+
+def test_an_ok_answer_in_the_hosts_form_is_read_without_the_full_checks(run, monkeypatch):
+    import host.tools as module
+
+    def never(*args):
+        raise AssertionError("read in full")
+
+    monkeypatch.setattr(module, "_read", never)
+    assert run(b'{"v":1,"id":2,"ok":true,"value":{"$bytes":"AQA="}}') == b"\x01\x00"
+    assert run(b'{"v":1,"id":3,"ok":true,"value":"x"}') == "x"
+    with pytest.raises(AssertionError, match="read in full"):
+        run(b'{"v":1,"id":4,"ok":true,"value":"x"} ')
