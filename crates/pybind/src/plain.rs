@@ -43,6 +43,7 @@ pub(crate) fn set_plain(var: String, value: Option<OsString>, artifacts: String,
 /// package's checks passed; `None`, with nothing run, when the package must check the
 /// call itself: arguments outside the plain case, no settings set yet, or an artifact
 /// variable that changed since.
+///
 /// The answer is the package's `Completed` itself (completed.rs).
 #[pyfunction]
 pub(crate) fn run_plain(py: Python<'_>, argv: &Bound<'_, PyAny>, stdin: &Bound<'_, PyAny>) -> PyResult<Option<Py<PyAny>>> {

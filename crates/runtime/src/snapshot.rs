@@ -269,9 +269,8 @@ pub(crate) fn package_id(artifacts: &Artifacts) -> Result<String, Error> {
 
 /// Hashes the files under `dir` (names and contents, in name order), the compiled
 /// `__pycache__` ones too: the guest imports our package from its unchecked-hash `.pyc`
-/// files, never comparing them with the `.py` beside them, so they are the code a
-/// snapshot's key must follow (a `.py` edited without `cargo xtask dist` keeps running
-/// the old `.pyc`, and so keeps the old key).
+/// files, never comparing them with the `.py` beside them, so the key must follow them
+/// as much as the sources (a `.pyc` left from other sources runs other code).
 fn hash_tree(h: &mut Sha256, root: &Path, dir: &Path) -> Result<(), Error> {
     let io = |e| Error::io(format!("reading {}", dir.display()), e);
     let mut entries: Vec<_> = std::fs::read_dir(dir).map_err(io)?.collect::<Result<_, _>>().map_err(io)?;
