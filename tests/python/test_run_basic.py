@@ -351,6 +351,24 @@ def same_but_time(a: Completed, b: Completed) -> bool:
     ) and isinstance(a.duration_s, float)
 
 
+def test_runs_plain_check_names_every_keyword_but_stdin_in_order():
+    # run() spells the check out (for speed); it must compare each keyword-only
+    # parameter but stdin with its own default, so a keyword added to run() and not to
+    # the check would wrongly take the plain path.
+    import ast
+    import inspect
+    import textwrap
+
+    tree = ast.parse(textwrap.dedent(inspect.getsource(_run.run)))
+    tests = [n.test for n in ast.walk(tree) if isinstance(n, ast.If) and isinstance(n.test, ast.BoolOp)]
+    (check,) = [t for t in tests if all(isinstance(v, ast.Compare) for v in t.values)]
+    pairs = [(c.left.id, c.comparators[0].value.id, c.comparators[0].slice.value) for c in check.values]
+    names = _run.keyword_defaults(run)[0]
+    assert pairs == [(name, "d", i) for i, name in enumerate(names)]
+    assert all(isinstance(c.ops[0], ast.Is) for c in check.values)
+    assert _run._RUN_PLAIN == tuple(v for k, v in run.__kwdefaults__.items() if k != "stdin")
+
+
 def test_the_extension_makes_completed_only_with_the_fields_it_knows():
     @dataclasses.dataclass(frozen=True, slots=True)
     class Other:
