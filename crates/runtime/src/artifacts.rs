@@ -161,7 +161,6 @@ impl Artifacts {
     pub fn module_sha256(&self) -> &str {
         &self.module_sha256
     }
-    /// The guest's Python version, e.g. `3.15.0`.
     /// The stdlib zip's SHA-256 as the manifest gives it (empty if it gives none).
     pub fn stdlib_sha256(&self) -> &str {
         &self.stdlib_sha256
@@ -178,6 +177,7 @@ impl Artifacts {
         &self.compiled_dirs
     }
 
+    /// The guest's Python version, e.g. `3.15.0`.
     pub fn python_version(&self) -> &str {
         &self.python
     }

