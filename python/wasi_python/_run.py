@@ -345,7 +345,7 @@ def run(
         # The extension takes the commonest calls itself (its answer is the Completed),
         # or answers None: then checked here.
         done = _ext.run_plain(argv, stdin)
-        return done if done is not None else completed_from_ext(_ext.run(*plain_args(argv, stdin)))
+        return done if done is not None else completed_from_ext(_ext.run(*checked_plain_args(argv, stdin)))
     plan = make_plan(
         argv, stdin, env, grants, memory_bytes, deadline_s, output_bytes, fuel, cancel,
         tools, gate, max_tool_calls, max_tool_request_bytes, host,
@@ -381,8 +381,12 @@ def plain_args(argv: Any, stdin: Any) -> tuple[str, list[str], bytes, Any, None]
     checked as ``make_plan`` checks them (by the extension, ``_ext.plain_args``, when they
     are surely accepted: see ``_ext.run_plain``)."""
     fast = _ext.plain_args(argv, stdin)
-    if fast is not None:
-        return (*fast, None)
+    return (*fast, None) if fast is not None else checked_plain_args(argv, stdin)
+
+
+def checked_plain_args(argv: Any, stdin: Any) -> tuple[str, list[str], bytes, Any, None]:
+    """``plain_args`` by the package's own checks: for a call the extension left to them
+    (its ``run_plain`` or ``plain_args`` answered None), so it is not asked again."""
     args = _check_argv(argv)
     stdin_b = _check_stdin(stdin)
     return plain_where(), args, stdin_b, plain_options().copy(), None

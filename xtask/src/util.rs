@@ -96,9 +96,9 @@ pub(crate) fn maturin(py: &std::path::Path) -> Result<PathBuf> {
     Ok(own)
 }
 
-/// Every test runs with the check of our third wasmtime patch (third_party/README.md):
-/// each short reset of a pool slot is followed by a full scan, and a written page it
-/// missed aborts the process.
+/// Every test runs with the check of the short reset, the third part of our first
+/// wasmtime patch (third_party/README.md): each short reset of a pool slot is followed
+/// by a full scan, and a written page it missed aborts the process.
 const CHECK_RESET: &str = "WASI_PYTHON_CHECK_RESET";
 
 pub(crate) fn test(args: Vec<String>) -> Result<()> {

@@ -66,16 +66,12 @@ pub(crate) fn set_completed(py: Python<'_>, cls: &Bound<'_, PyType>, fields: Vec
 impl Maker {
     /// `c`, which has no tool or file record.
     fn make(&self, py: Python<'_>, c: Completed) -> PyResult<Py<PyAny>> {
-        let truncated: Vec<&str> = [(c.truncated.stdout, "stdout"), (c.truncated.stderr, "stderr")]
-            .into_iter()
-            .filter_map(|(t, name)| t.then_some(name))
-            .collect();
         let values: [Py<PyAny>; 10] = [
             c.exit_code.into_pyobject(py)?.into_any().unbind(),
             PyBytes::new(py, &c.stdout).into_any().unbind(),
             PyBytes::new(py, &c.stderr).into_any().unbind(),
             c.trapped.as_ref().map(|t| t.as_str()).into_pyobject(py)?.into_any().unbind(),
-            PyTuple::new(py, truncated)?.into_any().unbind(),
+            PyTuple::new(py, c.truncated.names())?.into_any().unbind(),
             c.fuel_used.into_pyobject(py)?.into_any().unbind(),
             c.duration.as_secs_f64().into_pyobject(py)?.into_any().unbind(),
             py.None(),

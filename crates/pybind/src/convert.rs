@@ -22,19 +22,12 @@ pub(crate) struct Outcome {
 
 impl Outcome {
     pub(crate) fn new(py: Python<'_>, c: Completed) -> PyResult<Outcome> {
-        let mut truncated = Vec::new();
-        if c.truncated.stdout {
-            truncated.push("stdout");
-        }
-        if c.truncated.stderr {
-            truncated.push("stderr");
-        }
         Ok(Outcome {
             exit_code: c.exit_code,
             stdout: PyBytes::new(py, &c.stdout).unbind(),
             stderr: PyBytes::new(py, &c.stderr).unbind(),
             trapped: c.trapped.as_ref().map(|t| t.as_str().to_owned()),
-            truncated,
+            truncated: c.truncated.names(),
             fuel_used: c.fuel_used,
             file_bytes_written: c.file_bytes_written,
             files: c.files.as_ref().map(|r| crate::files::record(py, r).map(Bound::unbind)).transpose()?,

@@ -59,6 +59,13 @@ pub struct Truncated {
     pub stderr: bool,
 }
 
+impl Truncated {
+    /// The streams that dropped output, by name: `stdout`, then `stderr`.
+    pub fn names(&self) -> Vec<&'static str> {
+        [(self.stdout, "stdout"), (self.stderr, "stderr")].into_iter().filter_map(|(t, name)| t.then_some(name)).collect()
+    }
+}
+
 /// The outcome of a run. Every guest behaviour ends here: an exit, an exception,
 /// a trap, an exhausted limit.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -142,6 +149,14 @@ mod tests {
 
     fn limits(bytes: usize) -> GuestLimits {
         GuestLimits(StoreLimitsBuilder::new().memory_size(bytes).build())
+    }
+
+    #[test]
+    fn truncated_streams_are_named_stdout_first() {
+        let names = |stdout, stderr| Truncated { stdout, stderr }.names();
+        assert_eq!(names(false, false), Vec::<&str>::new());
+        assert_eq!(names(false, true), ["stderr"]);
+        assert_eq!(names(true, true), ["stdout", "stderr"]);
     }
 
     #[test]
