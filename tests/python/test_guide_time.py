@@ -107,6 +107,30 @@ def test_a_threading_local_is_not_shared_with_a_tool_nor_between_calls():
     assert local.who == "caller"
 
 
+def test_calls_with_deep_frames_and_garbage_each_start_from_a_fresh_thread_state():
+    """The extension keeps a finished tool thread's first frame chunk for the next thread
+    (crates/pybind/src/frame_stacks.rs): frames that outgrow that chunk, and memory churned
+    in a tool, go through CPython's own allocator, and no call sees another's state."""
+    local = threading.local()
+    fresh = []
+
+    @tool
+    def deep(n: int) -> int:
+        """Recurses n frames deep over some garbage."""
+        fresh.append(getattr(local, "seen", None) is None)
+        local.seen = True
+
+        def down(k: int) -> int:
+            return 0 if k == 0 else 1 + down(k - 1)
+
+        junk = [str(i) * 3 for i in range(20_000)]
+        return down(n) + len(junk)
+
+    done = guest("from host import tools\nprint(sum(tools.deep(n=300 + i) for i in range(60)))", [deep])
+    assert done.stdout.decode().strip() == str(sum(300 + i + 20_000 for i in range(60))), done.stderr
+    assert fresh == [True] * 60
+
+
 def test_a_sqlite3_connection_made_in_the_caller_does_not_work_inside_a_tool():
     db = sqlite3.connect(":memory:")  # check_same_thread defaults to True
 

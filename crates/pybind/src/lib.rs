@@ -12,6 +12,7 @@ mod completions;
 mod convert;
 mod errors;
 mod files;
+mod frame_stacks;
 mod options;
 mod plain;
 mod run;
@@ -21,6 +22,7 @@ mod tool_host;
 
 #[pymodule]
 fn _wasi_python(m: &Bound<'_, PyModule>) -> PyResult<()> {
+    frame_stacks::keep_frame_stacks();
     errors::register(m)?;
     m.add_class::<run::CancelToken>()?;
     m.add_class::<completions::Completions>()?;

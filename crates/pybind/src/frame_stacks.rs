@@ -1,0 +1,163 @@
+//! Python frame stacks kept for the next tool thread.
+//!
+//! Every tool call runs on a new thread (the guide's promise), and each thread's Python
+//! thread state maps a 16 KiB chunk for its frames at its first call and unmaps it when
+//! the thread ends. Unmapping memory of a process whose other threads run on other CPUs
+//! sends those CPUs a TLB shootdown: one interrupt of the guest's CPU per tool call, and
+//! page faults for the next thread's fresh chunk. CPython takes these chunks from its
+//! arena allocator (`_PyObject_VirtualAlloc`), which an embedder may replace through the
+//! public `PyObject_SetArenaAllocator`. This module wraps the allocator in place at
+//! import: chunks of exactly the first frame chunk's size are kept, up to [`KEPT`], for
+//! the next thread, and everything else (pymalloc's arenas, larger chunks) passes to the
+//! allocator that was there. A kept chunk came from that allocator and goes back to it
+//! when the list is full, so any mix of chunks allocated before and after the wrap is
+//! freed by the function that matches its allocation.
+//!
+//! The hook is looked up by name at run time: an interpreter without it (the stable ABI
+//! does not promise it) runs as before.
+#![allow(
+    unsafe_code,
+    reason = "an allocator hook of the interpreter's C API, looked up by name: each unsafe \
+              block says what it relies on"
+)]
+
+use std::ffi::{c_void, CStr};
+
+use parking_lot::Mutex;
+
+/// CPython's first frame chunk of a thread: `_PY_DATA_STACK_CHUNK_SIZE` (16 KiB, 3.11 to 3.15).
+const CHUNK: usize = 16 * 1024;
+/// At most this many chunks are kept (256 KiB): more than the tool threads that end
+/// between two starts.
+const KEPT: usize = 16;
+
+/// `PyObjectArenaAllocator`, unchanged since CPython 3.4.
+#[repr(C)]
+#[derive(Clone, Copy)]
+struct ArenaAllocator {
+    ctx: *mut c_void,
+    alloc: Option<unsafe extern "C" fn(*mut c_void, usize) -> *mut c_void>,
+    free: Option<unsafe extern "C" fn(*mut c_void, *mut c_void, usize)>,
+}
+
+/// The allocator that was there, and the chunks kept.
+struct Wrapped {
+    inner: ArenaAllocator,
+    kept: Kept,
+}
+
+// SAFETY: `ctx` is the previous allocator's own context, which CPython passes to it from
+// any thread; this module only hands it back to that allocator's functions.
+unsafe impl Send for Wrapped {}
+
+/// Chunks (addresses) kept for the next thread's frames.
+#[derive(Debug, Default)]
+struct Kept(Vec<usize>);
+
+impl Kept {
+    /// A kept chunk for an allocation of `size`, if it is a first frame chunk's.
+    fn take(&mut self, size: usize) -> Option<usize> {
+        if size == CHUNK { self.0.pop() } else { None }
+    }
+
+    /// Keeps a freed chunk of `size` if it is a first frame chunk's and there is room;
+    /// `false`: the allocator it came from frees it.
+    fn keep(&mut self, addr: usize, size: usize) -> bool {
+        if size != CHUNK || addr == 0 || self.0.len() >= KEPT {
+            return false;
+        }
+        self.0.push(addr);
+        true
+    }
+}
+
+static WRAPPED: Mutex<Option<Wrapped>> = Mutex::new(None);
+
+unsafe extern "C" fn alloc(_ctx: *mut c_void, size: usize) -> *mut c_void {
+    let mut guard = WRAPPED.lock();
+    let Some(w) = guard.as_mut() else { return std::ptr::null_mut() };
+    if let Some(addr) = w.kept.take(size) {
+        return addr as *mut c_void;
+    }
+    let inner = w.inner;
+    drop(guard);
+    match inner.alloc {
+        // SAFETY: the previous allocator's function, called as CPython would have.
+        Some(f) => unsafe { f(inner.ctx, size) },
+        None => std::ptr::null_mut(),
+    }
+}
+
+unsafe extern "C" fn free(_ctx: *mut c_void, ptr: *mut c_void, size: usize) {
+    let mut guard = WRAPPED.lock();
+    let Some(w) = guard.as_mut() else { return };
+    if w.kept.keep(ptr as usize, size) {
+        return;
+    }
+    let inner = w.inner;
+    drop(guard);
+    if let Some(f) = inner.free {
+        // SAFETY: `ptr` came from the previous allocator (kept chunks included), called
+        // with the size it was allocated with, as CPython would have.
+        unsafe { f(inner.ctx, ptr, size) }
+    }
+}
+
+type GetSet = unsafe extern "C" fn(*mut ArenaAllocator);
+
+/// Looks up a function of the running interpreter by name.
+fn symbol(name: &CStr) -> Option<GetSet> {
+    // SAFETY: dlsym with the default handle only reads the process's symbol tables.
+    let p = unsafe { libc::dlsym(libc::RTLD_DEFAULT, name.as_ptr()) };
+    // SAFETY: the symbol, when present, is CPython's function of this signature.
+    (!p.is_null()).then(|| unsafe { std::mem::transmute::<*mut c_void, GetSet>(p) })
+}
+
+/// Wraps the interpreter's arena allocator, once per process. Called with the GIL held
+/// (at the module's import), as CPython requires of its allocator setters.
+pub(crate) fn keep_frame_stacks() {
+    let mut guard = WRAPPED.lock();
+    if guard.is_some() {
+        return;
+    }
+    let (Some(get), Some(set)) = (symbol(c"PyObject_GetArenaAllocator"), symbol(c"PyObject_SetArenaAllocator"))
+    else {
+        return;
+    };
+    let mut inner = ArenaAllocator { ctx: std::ptr::null_mut(), alloc: None, free: None };
+    // SAFETY: CPython fills the struct it is given.
+    unsafe { get(&mut inner) };
+    if inner.alloc.is_none() || inner.free.is_none() {
+        return;
+    }
+    *guard = Some(Wrapped { inner, kept: Kept(Vec::with_capacity(KEPT)) });
+    drop(guard);
+    let mut ours = ArenaAllocator { ctx: std::ptr::null_mut(), alloc: Some(alloc), free: Some(free) };
+    // SAFETY: CPython copies the struct; the functions live as long as the process, since
+    // an extension module is never unloaded.
+    unsafe { set(&mut ours) };
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn only_first_frame_chunks_are_kept_and_reused_up_to_the_cap() {
+        let mut kept = Kept::default();
+        assert_eq!(kept.take(CHUNK), None, "nothing kept yet");
+        assert!(!kept.keep(0x1000, CHUNK * 2), "a grown chunk goes back");
+        assert!(!kept.keep(0x1000, 1 << 20), "a pymalloc arena goes back");
+        assert!(!kept.keep(0, CHUNK), "a null pointer is not a chunk");
+        for i in 0..KEPT {
+            assert!(kept.keep(0x10000 * (i + 1), CHUNK));
+        }
+        assert!(!kept.keep(0xdead_0000, CHUNK), "over the cap, freed");
+        assert_eq!(kept.take(1 << 20), None, "other sizes are never served from the kept");
+        assert_eq!(kept.take(CHUNK), Some(0x10000 * KEPT), "the last kept is the first reused");
+        assert!(kept.keep(0xbeef_0000, CHUNK), "room again");
+        let served: Vec<_> = std::iter::from_fn(|| kept.take(CHUNK)).collect();
+        assert_eq!(served.len(), KEPT);
+        assert!(!served.contains(&0xdead_0000));
+    }
+}
