@@ -6,7 +6,7 @@ use std::time::Duration;
 use wasi_python_protocol::{DecodeError, Map, Value};
 use wasi_python_schema::{InputSchema, Options};
 
-use crate::CancelToken;
+use crate::{CancelToken, Job};
 
 /// Why a set of tools cannot be offered.
 #[derive(Debug, thiserror::Error)]
@@ -112,6 +112,13 @@ pub trait ToolHost: Send + Sync + 'static {
     /// door starts each thread before its call arrives, and gives it one call only.
     fn enter_thread(&self, body: Box<dyn FnOnce() + Send + '_>) {
         body()
+    }
+
+    /// Starts a new thread that runs `body`, a tool thread's whole life. By default a
+    /// std thread; a host may start its threads another way, such as on stacks kept
+    /// from finished ones (pybind threads.rs), as long as each call gets a new thread.
+    fn start_thread(&self, body: Job) -> std::io::Result<()> {
+        std::thread::Builder::new().name("wasi-python-tool".into()).spawn(body).map(drop)
     }
 }
 

@@ -37,15 +37,14 @@ const SPIN: Duration = Duration::from_micros(150);
 /// Starts a tool thread that waits for exactly one job.
 fn start_worker(host: Arc<dyn ToolHost>) -> std::io::Result<mpsc::SyncSender<Job>> {
     let (tx, rx) = mpsc::sync_channel::<Job>(1);
-    std::thread::Builder::new()
-        .name("wasi-python-tool".into())
-        .spawn(move || {
-            host.enter_thread(Box::new(move || {
-                if let Ok(job) = rx.recv() {
-                    job();
-                }
-            }))
-        })?;
+    let entering = host.clone();
+    host.start_thread(Box::new(move || {
+        entering.enter_thread(Box::new(move || {
+            if let Ok(job) = rx.recv() {
+                job();
+            }
+        }))
+    }))?;
     Ok(tx)
 }
 

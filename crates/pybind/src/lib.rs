@@ -18,6 +18,7 @@ mod plain;
 mod run;
 mod session;
 mod snapshot;
+mod threads;
 mod tool_host;
 
 #[pymodule]
