@@ -82,4 +82,9 @@ pub trait FileProvider: Send + Sync + 'static {
     fn enter_thread(&self, body: Box<dyn FnOnce() + Send + '_>) {
         body()
     }
+    /// Starts the new thread of a provider call, which runs `body`. By default a std
+    /// thread; the Python binding starts it on a stack an ended call's thread left.
+    fn start_thread(&self, body: Box<dyn FnOnce() + Send>) -> std::io::Result<()> {
+        std::thread::Builder::new().name("wasi-python-file".into()).spawn(body).map(drop)
+    }
 }

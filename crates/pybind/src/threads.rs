@@ -1,6 +1,7 @@
-//! Tool threads started on stacks kept from finished ones.
+//! Tool and file-provider threads started on stacks kept from finished ones.
 //!
-//! Every tool call runs on a new thread (the guide's promise). A thread whose stack
+//! Every tool call runs on a new thread (the guide's promise), and so does every call
+//! of a mount's provider written in Python. A thread whose stack
 //! glibc allocated has the stack's used pages given back (`madvise(MADV_DONTNEED)`) as
 //! it ends: the guest's CPU takes a TLB shootdown, and the next thread faults the pages
 //! in again, once per tool call. glibc leaves a stack the caller provided alone, so
@@ -14,7 +15,7 @@
               says what it relies on"
 )]
 
-use std::ffi::c_void;
+use std::ffi::{CStr, c_void};
 use std::io;
 use std::panic::AssertUnwindSafe;
 
@@ -102,24 +103,27 @@ impl Threads {
     }
 }
 
+/// What a new thread is given: its name and its body.
+type Start = (&'static CStr, Job);
+
 extern "C" fn entry(arg: *mut c_void) -> *mut c_void {
-    // SAFETY: `start` passed a `Box<Job>` it gave up, to this thread alone.
-    let body = unsafe { Box::from_raw(arg.cast::<Job>()) };
+    // SAFETY: `start` passed a `Box<Start>` it gave up, to this thread alone.
+    let (name, body) = *unsafe { Box::from_raw(arg.cast::<Start>()) };
     // SAFETY: names the calling thread (the kernel keeps 15 bytes of it).
-    unsafe { libc::prctl(libc::PR_SET_NAME, c"wasi-python-tool".as_ptr()) };
+    unsafe { libc::prctl(libc::PR_SET_NAME, name.as_ptr()) };
     // A panic may not unwind out of a C entry: the call's answerer settles it as ended.
     let _ = std::panic::catch_unwind(AssertUnwindSafe(body));
     std::ptr::null_mut()
 }
 
-/// Starts a thread that runs `body`, on a kept stack if there is one.
-pub(crate) fn start(body: Job) -> io::Result<()> {
+/// Starts a thread named `name` that runs `body`, on a kept stack if there is one.
+pub(crate) fn start(name: &'static CStr, body: Job) -> io::Result<()> {
     let kept = THREADS.lock().take();
     let stack = match kept {
         Some(s) => s,
         None => Stack::new()?,
     };
-    let arg = Box::into_raw(Box::new(body)).cast::<c_void>();
+    let arg = Box::into_raw(Box::new((name, body))).cast::<c_void>();
     let mut tid: libc::pthread_t = 0;
     // SAFETY: the attribute is initialised before use and destroyed after; the stack is
     // this module's mapping, which no other thread uses while this one may run.
@@ -138,7 +142,7 @@ pub(crate) fn start(body: Job) -> io::Result<()> {
     let mut threads = THREADS.lock();
     if rc != 0 {
         // SAFETY: no thread took `arg`.
-        drop(unsafe { Box::from_raw(arg.cast::<Job>()) });
+        drop(unsafe { Box::from_raw(arg.cast::<Start>()) });
         threads.keep(stack);
         return Err(io::Error::from_raw_os_error(rc));
     }
@@ -180,7 +184,7 @@ mod tests {
         let mut seen = Vec::new();
         for i in 0..40 {
             let tx = tx.clone();
-            start(Box::new(move || {
+            start(c"wasi-python-tool", Box::new(move || {
                 // Uses the stack deeply; a few bodies panic, which ends their thread only.
                 let buf = std::hint::black_box([7u8; 256 << 10]);
                 let here = &buf as *const _ as usize;

@@ -423,8 +423,8 @@ fn on_thread<T: Send + 'static>(
     bound.call(
         move || f(&*p),
         |job| {
-            let builder = std::thread::Builder::new().name("wasi-python-file".into());
-            builder.spawn(move || provider.enter_thread(job)).map(drop)
+            let starter = provider.clone();
+            starter.start_thread(Box::new(move || provider.enter_thread(job)))
         },
         FileCalls,
     )
