@@ -107,6 +107,20 @@ def test_env_argv_and_private_folders_are_the_new_callers():
     assert done.stdout == b"['a'] None\n"
 
 
+def test_a_run_from_a_snapshot_whose_session_changed_the_environment_gets_its_own():
+    # A run from a preload image keeps the image's environment when it equals the run's
+    # (guest boot's `_run_c`); a session's turns may have changed it, so a run from the
+    # session's snapshot sets its own.
+    defaults = {"HOME": "/work", "PYTHONTZPATH": "", "TMPDIR": "/tmp"}
+    show = "import os; print(sorted(os.environ.items()), os.getenv('LEAK'), os.getenv('TMPDIR'))"
+    with Session() as s:
+        ok(s, "import os; os.environ['LEAK'] = '1'; del os.environ['TMPDIR']")
+        snap = s.snapshot()
+    for done in (run(["-c", show], snapshot=snap), run(["-c", show])):
+        assert done.exit_code == 0, done.stderr
+        assert done.stdout.decode() == f"{sorted(defaults.items())} None /tmp\n"
+
+
 def test_the_monotonic_clock_runs_on_from_the_snapshot():
     with Session() as s:
         ok(s, "import time; time.sleep(0.3); t0 = time.monotonic()")
