@@ -116,7 +116,8 @@ pub trait ToolHost: Send + Sync + 'static {
 
     /// Starts a new thread that runs `body`, a tool thread's whole life. By default a
     /// std thread; a host may start its threads another way, such as on stacks kept
-    /// from finished ones (pybind threads.rs), as long as each call gets a new thread.
+    /// from finished ones (`wasi_python_runtime::start_call_thread`), as long as each
+    /// call gets a new thread.
     fn start_thread(&self, body: Job) -> std::io::Result<()> {
         std::thread::Builder::new().name("wasi-python-tool".into()).spawn(body).map(drop)
     }

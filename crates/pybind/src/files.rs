@@ -144,7 +144,7 @@ impl FileProvider for PyProvider {
         enter_python(body)
     }
     fn start_thread(&self, body: Box<dyn FnOnce() + Send>) -> std::io::Result<()> {
-        crate::threads::start(c"wasi-python-file", body)
+        wasi_python_runtime::start_call_thread(c"wasi-python-file", body)
     }
 }
 

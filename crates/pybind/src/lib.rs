@@ -18,7 +18,6 @@ mod plain;
 mod run;
 mod session;
 mod snapshot;
-mod threads;
 mod tool_host;
 
 #[pymodule]

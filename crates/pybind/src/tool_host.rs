@@ -97,7 +97,7 @@ impl ToolHost for PyToolHost {
     }
 
     fn start_thread(&self, body: wasi_python_runtime::door::Job) -> std::io::Result<()> {
-        crate::threads::start(c"wasi-python-tool", body)
+        wasi_python_runtime::start_call_thread(c"wasi-python-tool", body)
     }
 
     fn invoke(&self, call: Invocation, cancel: &CancelToken) -> ToolOutput {

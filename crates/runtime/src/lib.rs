@@ -21,6 +21,7 @@
 //! ```
 
 mod artifacts;
+mod call_threads;
 mod cached;
 mod config;
 mod engine;
@@ -45,6 +46,7 @@ mod threads;
 mod wait;
 
 pub use artifacts::{ARTIFACTS_ENV, Artifacts, DIST_COMMAND, MANIFEST_MAGIC};
+pub use call_threads::start_call_thread;
 pub use config::{Grant, Limits, MIN_MEMORY_BYTES, Preload, RunConfig};
 pub use snapshot::{default_preload, preopen_table};
 pub use mounts::{

@@ -17,7 +17,7 @@ pub enum Trapped {
     Deadline,
     /// The fuel cap was spent.
     OutOfFuel,
-    /// The run's [`CancelToken`] was cancelled.
+    /// The run's [`CancelToken`](crate::CancelToken) was cancelled.
     Cancelled,
     /// The guest exhausted its wasm stack (runaway recursion).
     StackOverflow,

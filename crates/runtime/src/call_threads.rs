@@ -1,7 +1,10 @@
 //! Tool and file-provider threads started on stacks kept from finished ones.
 //!
 //! Every tool call runs on a new thread (the guide's promise), and so does every call
-//! of a mount's provider written in Python. A thread whose stack
+//! of a mount's provider that is not inline. [`start_call_thread`] is what a
+//! [`ToolHost::start_thread`](crate::ToolHost::start_thread) or
+//! [`FileProvider::start_thread`](crate::FileProvider::start_thread) of an embedder may
+//! call (the Python binding's do); the traits' own default is a std thread. A thread whose stack
 //! glibc allocated has the stack's used pages given back (`madvise(MADV_DONTNEED)`) as
 //! it ends: the guest's CPU takes a TLB shootdown, and the next thread faults the pages
 //! in again, once per tool call. glibc leaves a stack the caller provided alone, so
@@ -20,7 +23,7 @@ use std::io;
 use std::panic::AssertUnwindSafe;
 
 use parking_lot::Mutex;
-use wasi_python_runtime::door::Job;
+use wasi_python_door::Job;
 
 /// Each thread's stack, as Rust's own threads get by default.
 const STACK: usize = 2 << 20;
@@ -116,8 +119,10 @@ extern "C" fn entry(arg: *mut c_void) -> *mut c_void {
     std::ptr::null_mut()
 }
 
-/// Starts a thread named `name` that runs `body`, on a kept stack if there is one.
-pub(crate) fn start(name: &'static CStr, body: Job) -> io::Result<()> {
+/// Starts a new thread named `name` (the kernel keeps 15 bytes) that runs `body`, on a
+/// 2 MiB stack an ended thread started here left, if there is one. A panic in `body`
+/// ends its thread only.
+pub fn start_call_thread(name: &'static CStr, body: Job) -> io::Result<()> {
     let kept = THREADS.lock().take();
     let stack = match kept {
         Some(s) => s,
@@ -184,7 +189,7 @@ mod tests {
         let mut seen = Vec::new();
         for i in 0..40 {
             let tx = tx.clone();
-            start(c"wasi-python-tool", Box::new(move || {
+            start_call_thread(c"wasi-python-tool", Box::new(move || {
                 // Uses the stack deeply; a few bodies panic, which ends their thread only.
                 let buf = std::hint::black_box([7u8; 256 << 10]);
                 let here = &buf as *const _ as usize;
