@@ -66,6 +66,20 @@ def test_a_run_is_served_by_the_waiting_guest():
     assert int(fresh.stdout) - start < 300_000_000
 
 
+def test_a_runs_main_module_on_standby_is_the_one_a_fresh_run_gets():
+    # A guest on standby makes the run's fresh `__main__` ahead (guest boot's `serve`).
+    code = (
+        "import sys; m = sys.modules['__main__']; "
+        "print(sorted(vars(m)), m.__name__, m.__spec__, m.__loader__, m.__doc__, m is sys.modules[__name__])"
+    )
+    standby_waits()
+    ahead = run(["-c", code], preload=PRELOAD)
+    fresh = run(["-c", code], preload=PRELOAD, fuel=10**9)  # never served by a standby
+    assert ahead.ok and fresh.ok, (ahead.stderr, fresh.stderr)
+    assert ahead.stdout == fresh.stdout
+    assert b"'__builtins__'" in ahead.stdout and ahead.stdout.endswith(b" True\n")
+
+
 def test_runs_on_standby_do_not_share_random_state_or_globals():
     code = "import random, numpy as np; print(random.random(), np.random.random(), 'leak' in globals()); leak = 1"
     outs = []
