@@ -5,10 +5,12 @@ environment, stdin, limits, tools and cancel, and nothing of another run."""
 
 from __future__ import annotations
 
+import os
+import signal
 import threading
 import time
 
-from wasi_python import Grant, prepare, run
+from wasi_python import Grant, Session, SessionEnded, prepare, run
 from wasi_python import _wasi_python as _ext
 from wasi_python.tools import tool
 
@@ -187,3 +189,44 @@ def test_a_process_with_a_guest_on_standby_exits_and_leaves_no_folder():
     assert waiting == 1
     left = [n for n in os.listdir(tempfile.gettempdir()) if n.startswith(f"wasi-python-{pid}-")]
     assert left == [], left
+
+
+def test_a_forked_child_runs_its_own_guests_and_folders():
+    # A fork copies the runtime's lists (forks.rs): the guest waiting on standby, idle
+    # guest threads, the epoch ticker's thread, the folders kept for the next run, none
+    # of whose threads exist in the child. Its runs must neither wait for them (a hang
+    # before the fix) nor share a folder with the parent's runs.
+    @tool
+    def echo(s: str) -> str:
+        """Echoes."""
+        return s
+
+    standby_waits()
+    assert run(["-c", "pass"], preload=PRELOAD).ok  # leaves its folders for the next run
+    standby_waits()
+    probe = "import os; print(sorted(os.listdir('/tmp'))); open('/tmp/mine', 'w').write('x')"
+    with Session() as session:
+        session.run("x = 1")
+        pid = os.fork()
+        if pid == 0:  # the child: its status says what it saw
+            status = 9
+            try:
+                signal.alarm(60)  # a hang ends the child, not the suite
+                said = run(["-c", "from host import tools; print(tools.echo(s='hi'))"], preload=PRELOAD, tools=[echo])
+                spun = run(["-c", "while True: pass"], preload=PRELOAD, deadline_s=0.5)  # needs the ticker
+                mine = run(["-c", probe], preload=PRELOAD)
+                status = 0 if (said.stdout, spun.trapped, mine.stdout) == (b"hi\n", "deadline", b"[]\n") else 1
+                # The parent's session is closed here: its thread is not in the child.
+                try:
+                    session.run("x")
+                    status = status or 2
+                except SessionEnded as e:
+                    status = status or (0 if e.reason == "closed" else 3)
+            finally:
+                os._exit(status)
+        _, waited = os.waitpid(pid, 0)
+        assert os.waitstatus_to_exitcode(waited) == 0
+        # The parent's runs and session go on, its runs on folders of their own.
+        after = run(["-c", probe], preload=PRELOAD)
+        assert after.stdout == b"[]\n", after.stderr
+        assert session.run("x").stdout == b"1\n"

@@ -25,6 +25,8 @@ use std::panic::AssertUnwindSafe;
 use parking_lot::Mutex;
 use wasi_python_door::Job;
 
+use crate::forks::Seen;
+
 /// Each thread's stack, as Rust's own threads get by default.
 const STACK: usize = 2 << 20;
 /// A page below the stack that faults: an overflow ends the process, not other memory.
@@ -81,11 +83,20 @@ struct Threads {
 }
 
 static THREADS: Mutex<Threads> = Mutex::new(Threads { free: Vec::new(), started: Vec::new() });
+static SEEN: Seen = Seen::new();
 
 impl Threads {
     /// Joins the threads that have ended, keeping their stacks (up to [`KEPT`]), and
     /// takes a free stack.
     fn take(&mut self) -> Option<Stack> {
+        if SEEN.stale() {
+            // A forked child: those threads are its parent's, and glibc here has
+            // forgotten them; joining one would unlink it from a list the child rebuilt.
+            // Their stacks, copies nothing uses, serve again.
+            for (_, stack) in std::mem::take(&mut self.started) {
+                self.keep(stack);
+            }
+        }
         let mut i = 0;
         while i < self.started.len() {
             // SAFETY: a thread this module started joinable and has not joined.

@@ -28,6 +28,7 @@ mod engine;
 mod error;
 mod files;
 mod fork;
+mod forks;
 mod guest;
 mod guest_mem;
 mod host;

@@ -49,6 +49,9 @@ impl Runtime {
     }
 
     fn build(artifacts: Artifacts, cache_dir: PathBuf, pooling: bool) -> Self {
+        // From now on forks are counted, so that a forked child forgets its parent's
+        // guests, threads and folders (forks.rs).
+        crate::forks::generation();
         Runtime {
             inner: Arc::new(Inner {
                 own_files: own_files(&artifacts, &cache_dir),

@@ -120,6 +120,9 @@ pub struct Session {
     tx: Mutex<Option<SyncSender<Cmd>>>,
     busy: Arc<AtomicBool>,
     ended: Arc<Mutex<Option<SessionEnd>>>,
+    /// The fork generation it opened in (forks.rs): in a forked child its thread does
+    /// not exist, and the session is closed there.
+    born: u64,
 }
 
 /// A turn in progress. The session is busy until its result is taken or it is dropped.
@@ -218,6 +221,7 @@ impl Runtime {
             tx: Mutex::new(Some(tx)),
             busy: Arc::new(AtomicBool::new(false)),
             ended,
+            born: crate::forks::generation(),
         })
     }
 }
@@ -225,7 +229,15 @@ impl Runtime {
 impl Session {
     /// Why the session ended, or `None` while it lives.
     pub fn ended(&self) -> Option<SessionEnd> {
+        if self.forked() {
+            return Some(SessionEnd::Closed);
+        }
         self.ended.lock().clone()
+    }
+
+    /// Whether this is a forked child of the process that opened the session.
+    fn forked(&self) -> bool {
+        crate::forks::generation() != self.born
     }
 
     /// Starts a turn; refused if the session ended or another turn is running. The
@@ -242,6 +254,9 @@ impl Session {
     /// around a reply channel. On success the session stays claimed: whoever receives
     /// the reply releases it.
     fn claim_and_send<R>(&self, make: impl FnOnce(SyncSender<R>) -> Cmd) -> Result<mpsc::Receiver<R>, Refused> {
+        if self.forked() {
+            return Err(Refused::Ended(SessionEnd::Closed));
+        }
         if self.busy.compare_exchange(false, true, Ordering::SeqCst, Ordering::SeqCst).is_err() {
             return Err(Refused::Busy);
         }
@@ -296,6 +311,9 @@ impl Session {
     /// deadline. Returns what shutdown printed, if the guest was alive to run it.
     pub fn close(&self) -> Option<Completed> {
         let tx = self.tx.lock().take()?;
+        if self.forked() {
+            return None;
+        }
         let (rtx, rrx) = mpsc::sync_channel(1);
         if tx.send(Cmd::Close(rtx)).is_err() {
             return None;

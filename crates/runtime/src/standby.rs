@@ -124,6 +124,8 @@ pub(crate) struct Ready {
     making: AtomicBool,
     /// A guest failed before it could wait: none is made again.
     broken: AtomicBool,
+    /// In a forked child, a guest the parent was making is not being made (forks.rs).
+    seen: crate::forks::Seen,
 }
 
 /// Every [`Ready`] list of the process, for [`retire_all`].
@@ -131,7 +133,7 @@ static ALL: Mutex<Vec<std::sync::Weak<Ready>>> = Mutex::new(Vec::new());
 
 impl Ready {
     pub(crate) fn new(image: Option<PathBuf>) -> Arc<Ready> {
-        let r = Arc::new(Ready { image, waiting: Waiters::new(), making: AtomicBool::new(false), broken: AtomicBool::new(false) });
+        let r = Arc::new(Ready { image, waiting: Waiters::new(), making: AtomicBool::new(false), broken: AtomicBool::new(false), seen: crate::forks::Seen::new() });
         let mut all = ALL.lock();
         all.retain(|w| w.strong_count() > 0);
         all.push(Arc::downgrade(&r));
@@ -153,6 +155,9 @@ impl Ready {
     /// Claims the making of the next guest; false if one is being made or waits, or
     /// the last one failed.
     pub(crate) fn claim_making(&self) -> bool {
+        if self.seen.stale() {
+            self.making.store(false, Ordering::SeqCst);
+        }
         !self.broken.load(Ordering::Relaxed)
             && !RETIRED.load(Ordering::SeqCst)
             && self.waiting.len() == 0

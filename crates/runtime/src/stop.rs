@@ -6,6 +6,8 @@ use std::time::Duration;
 
 use parking_lot::{Condvar, Mutex};
 
+use crate::forks::Seen;
+
 /// The epoch tick. Deadlines and cancels are seen at this granularity while the
 /// guest computes.
 pub(crate) const TICK: Duration = Duration::from_millis(5);
@@ -19,6 +21,8 @@ pub(crate) struct Ticker {
     active: AtomicUsize,
     lock: Mutex<()>,
     wake: Condvar,
+    /// A forked child has no ticker thread: the first run there starts one (forks.rs).
+    seen: Seen,
 }
 
 impl Ticker {
@@ -30,17 +34,26 @@ impl Ticker {
                 active: AtomicUsize::new(0),
                 lock: Mutex::new(()),
                 wake: Condvar::new(),
+                seen: Seen::new(),
             }));
-            std::thread::Builder::new()
-                .name("wasi-python-epoch".into())
-                .spawn(move || t.run())
-                .expect("spawning the epoch ticker thread");
+            t.seen.stale();
+            t.start();
             t
         })
     }
 
+    fn start(&'static self) {
+        std::thread::Builder::new()
+            .name("wasi-python-epoch".into())
+            .spawn(move || self.run())
+            .expect("spawning the epoch ticker thread");
+    }
+
     /// Ticks `engine` while the returned guard lives.
     pub(crate) fn activate(&'static self, engine: &wasmtime::Engine) -> TickerGuard {
+        if self.seen.stale() {
+            self.start();
+        }
         {
             let mut engines = self.engines.lock();
             match engines.iter_mut().find(|(e, _)| wasmtime::Engine::same(e, engine)) {

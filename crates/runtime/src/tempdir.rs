@@ -28,6 +28,7 @@ use rustix::fs::{AtFlags, Dir, FileType, Mode, OFlags};
 use rustix::io::Errno;
 
 use crate::Error;
+use crate::forks::Seen;
 
 /// The most descriptors one removal holds at once.
 const MAX_HELD: usize = 16;
@@ -78,9 +79,20 @@ static NONE_LIVE: Condvar = Condvar::new();
 static SPARE: Mutex<Vec<(PathBuf, [Made; 2])>> = Mutex::new(Vec::new());
 /// Set at exit: from then on folders are removed, never kept.
 static EXITING: AtomicBool = AtomicBool::new(false);
+/// In a forked child, `LIVE` and `SPARE` hold the parent's folders: forgotten (never
+/// removed, nor given to a run) at the child's first use (forks.rs).
+static SEEN: Seen = Seen::new();
+
+fn forget_the_parents() {
+    if SEEN.stale() {
+        SPARE.lock().clear();
+        LIVE.lock().clear();
+    }
+}
 
 impl TempDir {
     pub(crate) fn new() -> Result<Self, Error> {
+        forget_the_parents();
         if let Some((root, made)) = SPARE.lock().pop() {
             LIVE.lock().push(root.clone());
             return Ok(TempDir { root, made: Some(made) });
@@ -177,6 +189,7 @@ impl Drop for TempDir {
 /// running then loses its files; the process is ending). Returns how many folders had
 /// to be removed that way.
 pub fn sweep_private_folders(wait: Duration) -> usize {
+    forget_the_parents();
     EXITING.store(true, Ordering::SeqCst);
     // Guests on standby hold folders too: ended now, they remove them at once.
     crate::standby::retire_all();

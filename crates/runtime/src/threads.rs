@@ -14,6 +14,7 @@ use std::time::Duration;
 use parking_lot::Mutex;
 
 use crate::engine::GUEST_THREAD_STACK;
+use crate::forks::Seen;
 
 type Job = Box<dyn FnOnce() + Send>;
 
@@ -56,11 +57,23 @@ fn serve(first: Job) {
 pub(crate) struct Waiters<T, K> {
     list: Mutex<Vec<(u64, K, mpsc::SyncSender<T>)>>,
     ids: AtomicU64,
+    /// In a forked child the list is the parent's, of threads the child does not have:
+    /// forgotten at its first use there (forks.rs).
+    seen: Seen,
 }
 
 impl<T, K> Waiters<T, K> {
     pub(crate) const fn new() -> Self {
-        Waiters { list: Mutex::new(Vec::new()), ids: AtomicU64::new(0) }
+        Waiters { list: Mutex::new(Vec::new()), ids: AtomicU64::new(0), seen: Seen::new() }
+    }
+
+    /// The list, without the parent's waiters in a forked child.
+    fn list(&self) -> parking_lot::MutexGuard<'_, Vec<(u64, K, mpsc::SyncSender<T>)>> {
+        let mut list = self.list.lock();
+        if self.seen.stale() {
+            list.clear();
+        }
+        list
     }
 
     /// Hands `job` to the most recent waiter whose key `fits`; gives it back if none
@@ -68,7 +81,7 @@ impl<T, K> Waiters<T, K> {
     pub(crate) fn offer(&self, mut job: T, fits: impl Fn(&K) -> bool) -> Result<(), T> {
         loop {
             let tx = {
-                let mut list = self.list.lock();
+                let mut list = self.list();
                 match list.iter().rposition(|(_, key, _)| fits(key)) {
                     Some(at) => list.remove(at).2,
                     None => return Err(job),
@@ -89,7 +102,7 @@ impl<T, K> Waiters<T, K> {
         let id = self.ids.fetch_add(1, Ordering::Relaxed);
         let (tx, rx) = mpsc::sync_channel(1);
         {
-            let mut list = self.list.lock();
+            let mut list = self.list();
             if list.len() >= max {
                 return None;
             }
@@ -99,7 +112,7 @@ impl<T, K> Waiters<T, K> {
         match rx.recv_timeout(idle) {
             Ok(job) => Some(job),
             Err(_) => {
-                let mut list = self.list.lock();
+                let mut list = self.list();
                 match list.iter().position(|(i, _, _)| *i == id) {
                     Some(at) => {
                         list.remove(at);
@@ -117,12 +130,12 @@ impl<T, K> Waiters<T, K> {
 
     /// How many wait.
     pub(crate) fn len(&self) -> usize {
-        self.list.lock().len()
+        self.list().len()
     }
 
     /// Ends every wait (each returns `None`).
     pub(crate) fn clear(&self) {
-        self.list.lock().clear();
+        self.list().clear();
     }
 }
 
