@@ -133,7 +133,13 @@ static ALL: Mutex<Vec<std::sync::Weak<Ready>>> = Mutex::new(Vec::new());
 
 impl Ready {
     pub(crate) fn new(image: Option<PathBuf>) -> Arc<Ready> {
-        let r = Arc::new(Ready { image, waiting: Waiters::new(), making: AtomicBool::new(false), broken: AtomicBool::new(false), seen: crate::forks::Seen::new() });
+        let r = Arc::new(Ready {
+            image,
+            waiting: Waiters::new(),
+            making: AtomicBool::new(false),
+            broken: AtomicBool::new(false),
+            seen: crate::forks::Seen::new(),
+        });
         let mut all = ALL.lock();
         all.retain(|w| w.strong_count() > 0);
         all.push(Arc::downgrade(&r));
