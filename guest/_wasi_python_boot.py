@@ -381,11 +381,7 @@ def _run_c(argv, env):
         _reactor._report(exc, False)
         return 1
     finally:
-        for stream in (sys.stdout, sys.stderr):
-            try:
-                stream.flush()
-            except Exception:  # noqa: BLE001 - as the reactor: a broken stream loses nothing more
-                pass
+        _flush()
     return 0
 
 
@@ -461,6 +457,12 @@ def finish():
     if main is not None:
         main.__dict__.clear()
     gc.collect()
+    _flush()
+
+
+def _flush():
+    """Flushes stdout and stderr, as the reactor does after a program and CPython at
+    exit: a closed or broken stream loses nothing more."""
     for stream in (sys.stdout, sys.stderr):
         try:
             stream.flush()

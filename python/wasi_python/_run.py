@@ -417,8 +417,7 @@ def plain_where() -> str:
     return _plain_where[1]
 
 
-_RUN_DEFAULTS = keyword_defaults(run)
-_RUN_PLAIN = _RUN_DEFAULTS[1]
+_RUN_PLAIN = keyword_defaults(run)[1]
 _ext.set_completed(Completed, tuple(f.name for f in fields(Completed)))
 
 
