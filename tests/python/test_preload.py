@@ -205,3 +205,10 @@ def test_a_session_s_turn_leaves_the_generators_to_seeding():
         r = s.run("import _wasi_python_boot as b; print(b._rng_views is None)")
     assert r.stdout == b"True\n", r.stderr
 
+
+def test_a_session_from_the_image_finds_no_trace_of_the_build_s_warm_up_run():
+    # The build runs an empty `-c` program twice (guest boot's `_warm_run`), then puts
+    # back `sys.argv`, `__main__` and the sources registered for tracebacks.
+    with Session() as s:
+        r = s.run("import sys, linecache; print(sys.argv, [k for k in linecache._interactive_cache if k[0] == '<string>'])")
+    assert r.stdout == b"[''] []\n", r.stderr
