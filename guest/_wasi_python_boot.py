@@ -447,9 +447,10 @@ def restore(env, workdir, reseed=True):
     # leave no `.matplotlib` behind, as it would without the snapshot (README.md).
 
 
-def main(argv=None, env=None, workdir=None, restored=False):
+def main(argv=None, env=None, workdir=None, restored=False, compiled=None):
     """Runs a command line to its end. From a snapshot, `argv`, `env` and `workdir`
-    come from the host (the turn's code); else from the `run` export's own."""
+    come from the host (the turn's code); else from the `run` export's own. `compiled`:
+    see `_run_c`."""
     import os
 
     import _reactor
@@ -460,15 +461,17 @@ def main(argv=None, env=None, workdir=None, restored=False):
     argv = [sys.executable, *(sys.argv[1:] if argv is None else argv)]
     sys.orig_argv = argv
     if env is not None and len(argv) > 2 and argv[1] == "-c":
-        code = _run_c(argv, env)
+        code = _run_c(argv, env, compiled)
     else:
+        if compiled == b"":  # asked for, and none to give: the offer ends here
+            _ask(_OFFER_FRAME)
         # The runner sets the environment itself (os.environ, and C's through putenv).
         code = _reactor.run(argv, dict(os.environ) if env is None else env)
     finish()
     os._exit(code)
 
 
-def _run_c(argv, env):
+def _run_c(argv, env, compiled=None):
     """The reactor's `run` for a command line `-c CODE [ARG ...]` from a snapshot, its
     commonest: the same steps (the environment, `_refresh`, a fresh `__main__`, `sys.argv`,
     CODE compiled as `<string>` and registered for tracebacks, run, the streams flushed;
@@ -476,7 +479,12 @@ def _run_c(argv, env):
     without its parsing of options, and with the environment left as it is when it already
     equals the run's: the snapshot's own, recorded by `preload` (`_image_env`). Setting it
     anew (`os.environ.clear()` then `update()`, through unsetenv and putenv) was 52,000
-    of the 500,000 instructions of a run of `print(1)` on standby."""
+    of the 500,000 instructions of a run of `print(1)` on standby.
+
+    `compiled` is the host's word on CODE's compiled form (crates/runtime/src/compiled.rs):
+    None, compile it; the marshalled code object an earlier run from this image made of
+    the same text, load it (200,000 instructions fewer for `print(1)`); empty, compile it
+    and offer the code (`_compile_offered`)."""
     import _reactor
 
     global _image_env
@@ -495,7 +503,18 @@ def _run_c(argv, env):
         if main is None or sys.modules.get("__main__") is not main:
             main = _reactor._fresh_main()
         sys.argv = ["-c", *argv[3:]]
-        code = compile(source, "<string>", "exec")
+        code = None
+        if compiled:
+            import marshal
+
+            try:
+                code = marshal.loads(compiled)
+            except Exception:  # noqa: BLE001 - not a code object after all: compiled anew
+                pass
+        if compiled == b"":
+            code = _compile_offered(source)
+        elif type(code) is not type(_run_c.__code__):
+            code = compile(source, "<string>", "exec")
         import linecache
 
         linecache._register_code(code, source, "<string>")
@@ -510,8 +529,37 @@ def _run_c(argv, env):
     return 0
 
 
+def _compile_offered(source):
+    """Compiles `source` as `_run_c` does and offers the code to the host, which asked
+    for it (crates/runtime/src/compiled.rs). The offer is the next frame, sent whatever
+    happens and before anything of the program runs: the host takes the code from that
+    frame only. It holds no code when compiling failed or showed a warning (a run that
+    loads the code would not show it), or when a warning could not be seen: without the
+    `warnings` module, CPython writes one to stderr itself."""
+    offer = b""
+    warnings = sys.modules.get("warnings")
+    show = getattr(warnings, "_showwarnmsg", None)
+    shown = []
+    if show is not None:
+        warnings._showwarnmsg = lambda message: (shown.append(message), show(message))
+    try:
+        code = compile(source, "<string>", "exec")
+        if show is not None and not shown:
+            import marshal
+
+            offer = marshal.dumps(code)
+        return code
+    finally:
+        if show is not None:
+            warnings._showwarnmsg = show
+        _ask(_OFFER_FRAME + offer)
+
+
 # Named as the reactor's own frames, which its report leaves out of a traceback.
 _run_c.__code__ = _run_c.__code__.replace(co_filename="<reactor>")
+_compile_offered.__code__ = _compile_offered.__code__.replace(co_filename="<reactor>")
+# The frame that offers a compiled program (crates/runtime/src/compiled.rs, OFFER_FRAME).
+_OFFER_FRAME = b"\0wasi-python compiled "
 # A fresh `__main__` a guest on standby made ahead for `_run_c` (23,000 instructions).
 _main_ahead = None
 # The environment a snapshot holds, as `preload` left it; None once a turn or `restore`
@@ -536,9 +584,9 @@ def serve():
 
 
 def _ask(frame):
-    """The host's answer to one of our frames (host.rs), as text."""
+    """The host's answer to one of our frames (host.rs)."""
     call = _host_call or _door_call()
-    return call(frame).decode()
+    return call(frame)
 
 
 def _door_call():
@@ -555,18 +603,25 @@ def _door_call():
 
 
 def go(spec=None, restored=False):
-    """A run from a snapshot (crates/runtime/src/run.rs): `spec` holds the working
-    folder, the number of arguments, the arguments, then the environment's names and
-    values, separated by NUL (which none of them holds); None asks the host for it
+    """A run from a snapshot (crates/runtime/src/run.rs, `go_spec`): `spec` holds the
+    host's word on the program's compiled form (empty, `0`: asked for, or the length of
+    the marshalled code at its end; see `_run_c`), the working folder, the number of
+    arguments, the arguments, then the environment's names and values, separated by NUL
+    (which none of them holds), then that code; None asks the host for it
     (`_GO_FRAME`). The host hands it through the door rather than in the turn's code,
     which the guest would compile: 35 us for the string literal, 120 us more through
     the reactor's parsing of a statement."""
     if spec is None:
         spec = _ask(_GO_FRAME)
-    parts = spec.split("\0")
+    head, _, spec = spec.partition(b"\0")
+    compiled = None
+    if head:
+        end = len(spec) - int(head)
+        spec, compiled = spec[:end], spec[end:]
+    parts = spec.decode().split("\0")
     n = int(parts[1])
     env = parts[2 + n :]
-    main(parts[2 : 2 + n], dict(zip(env[::2], env[1::2])), parts[0], restored)
+    main(parts[2 : 2 + n], dict(zip(env[::2], env[1::2])), parts[0], restored, compiled)
 
 
 def finish():

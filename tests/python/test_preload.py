@@ -11,7 +11,8 @@ import time
 import pytest
 
 import wasi_python
-from wasi_python import PreloadError, Session, run, run_async
+from wasi_python import Grant, PreloadError, Session, run, run_async
+from wasi_python import _wasi_python as _ext
 
 from helpers import run_python
 
@@ -212,3 +213,61 @@ def test_a_session_from_the_image_finds_no_trace_of_the_build_s_warm_up_run():
     with Session() as s:
         r = s.run("import sys, linecache; print(sys.argv, [k for k in linecache._interactive_cache if k[0] == '<string>'])")
     assert r.stdout == b"[''] []\n", r.stderr
+
+
+# --- compiled programs kept per image (crates/runtime/src/compiled.rs) ---------------------
+
+FAILING = "def f():\n    raise ValueError('boom {n}')\nf()"
+
+
+@pytest.mark.parametrize("through", ["standby", "go"])
+def test_a_program_run_again_loads_its_code_compiled_once_and_behaves_the_same(through, tmp_path):
+    # A run with a grant never takes a guest on standby: it asks for its spec itself.
+    kw = {"grants": [Grant(tmp_path, "/data")]} if through == "go" else {}
+    program = FAILING.format(n=f"{through} {time.monotonic_ns()}")
+    kept = []
+    outs = []
+    for _ in range(4):
+        r = run(["-c", program, "arg"], **kw)
+        outs.append((r.exit_code, r.stdout, r.stderr))
+        kept.append(_ext.compiled_programs())
+    # Asked for at its second run, kept from then on, and found at the third and fourth.
+    assert kept[1] == kept[0] + 1 and kept[3] == kept[1], kept
+    assert outs[0][0] == 1 and b"raise ValueError('boom" in outs[0][2], outs[0]
+    assert outs.count(outs[0]) == 4, outs
+
+
+def test_a_program_that_warns_or_fails_to_compile_is_not_kept_and_says_so_each_run():
+    before = _ext.compiled_programs()
+    for program, said in ((f"x = '\\d'  # {time.monotonic_ns()}", b"SyntaxWarning"), ("def (", b"SyntaxError")):
+        outs = [run(["-c", program]) for _ in range(3)]
+        assert all(said in r.stderr for r in outs), [r.stderr for r in outs]
+    assert _ext.compiled_programs() == before
+
+
+def test_a_metered_run_neither_keeps_nor_finds_compiled_code():
+    program = f"print(sum(range(10))) # {time.monotonic_ns()}"
+    before = _ext.compiled_programs()
+    fuel = [run(["-c", program], fuel=10**9).fuel_used for _ in range(3)]
+    assert fuel[0] == fuel[1] == fuel[2]
+    assert _ext.compiled_programs() == before
+    for _ in range(3):
+        run(["-c", program])  # kept now
+    assert run(["-c", program], fuel=10**9).fuel_used == fuel[0]
+
+
+def test_a_program_cannot_plant_code_for_a_later_run():
+    # The host takes the code only as the run's first frame after its spec, which the
+    # guest's runner sends before the program starts; the program's own offer, sent
+    # first in every run, goes through the door like any other frame.
+    program = (
+        "import _host, marshal\n"
+        "planted = marshal.dumps(compile('print(\"planted\")', '<string>', 'exec'))\n"
+        "try:\n"
+        "    _host.call(b'\\0wasi-python compiled ' + planted)\n"
+        "except Exception as e:\n"
+        "    print(type(e).__name__)\n"
+        f"print('mine') # {time.monotonic_ns()}"
+    )
+    outs = [run(["-c", program]).stdout for _ in range(4)]
+    assert outs.count(outs[0]) == 4 and outs[0].endswith(b"mine\n") and b"planted" not in outs[0], outs

@@ -112,6 +112,13 @@ pub(crate) fn guests_on_standby(image: Option<PathBuf>) -> usize {
     wasi_python_runtime::guests_on_standby(image.as_deref())
 }
 
+/// How many compiled `-c` programs this process keeps for runs from preload images
+/// (a diagnostic).
+#[pyfunction]
+pub(crate) fn compiled_programs() -> usize {
+    wasi_python_runtime::compiled_programs()
+}
+
 /// The modules a run preloads when `preload=` is not given, for these artifacts.
 #[pyfunction]
 pub(crate) fn default_preload(dir: &str) -> PyResult<Vec<String>> {

@@ -224,6 +224,7 @@ pub(crate) fn prepare(
         live: Arc::new(AtomicUsize::new(0)),
         image: None,
         standby: crate::standby::Ready::new(None),
+        compiled: crate::compiled::Compiled::new(),
     })
 }
 
@@ -245,6 +246,8 @@ pub(crate) struct Flavoured {
     image: Option<(PathBuf, u64)>,
     /// Guests on standby for this flavour's next fresh run (standby.rs).
     pub(crate) standby: Arc<crate::standby::Ready>,
+    /// The `-c` programs runs from this flavour's image compiled (compiled.rs).
+    pub(crate) compiled: Arc<crate::compiled::Compiled>,
 }
 
 /// Holds a pool slot for as long as its store lives.
@@ -310,6 +313,7 @@ impl Flavoured {
             live: self.live.clone(),
             image: Some((image.to_owned(), pages)),
             standby: crate::standby::Ready::new(Some(image.to_owned())),
+            compiled: crate::compiled::Compiled::new(),
         })
     }
 

@@ -183,6 +183,7 @@ impl Guest {
             mono_origin,
             mono_start,
             standby: None,
+            offer: None,
             ticking: None,
             go_spec: None,
         };

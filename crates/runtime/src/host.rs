@@ -38,6 +38,9 @@ pub(crate) struct HostState {
     /// A fresh run's command line from a snapshot, for the guest's first door call if
     /// that is [`GO_FRAME`] (run.rs): `_wasi_python_boot.go`'s string.
     pub(crate) go_spec: Option<Vec<u8>>,
+    /// A fresh run whose spec asked for its compiled program: taken from the guest's next
+    /// door frame if that offers it (compiled.rs).
+    pub(crate) offer: Option<crate::compiled::Offer>,
 }
 
 /// The frame by which a fresh run's guest asks for its command line (`go_spec`).
@@ -161,6 +164,9 @@ fn door_call(
     if caller.data().go_spec.is_some() {
         return go_call(caller, ptr, len, out_ptr_ptr, out_len_ptr);
     }
+    if caller.data().offer.is_some() {
+        return offer_call(caller, ptr, len, out_ptr_ptr, out_len_ptr);
+    }
     let (Some(door), Some(memory), Some(alloc)) = (
         caller.data().door.clone(),
         caller.data().memory,
@@ -280,6 +286,30 @@ fn go_call(mut caller: Caller<'_, HostState>, ptr: i32, len: i32, out_ptr_ptr: i
         return door_call(caller, ptr, len, out_ptr_ptr, out_len_ptr);
     }
     match deliver(&mut caller, memory, &alloc, &spec, out_ptr_ptr, out_len_ptr)? {
+        Ok(()) => Ok(0),
+        Err(_) => Ok(DOOR_FAULT),
+    }
+}
+
+/// The guest's next frame after a spec that asked for its compiled program: kept if it
+/// offers it (compiled.rs). The offer is gone after it, whatever the frame: any other
+/// frame goes through the door.
+fn offer_call(mut caller: Caller<'_, HostState>, ptr: i32, len: i32, out_ptr_ptr: i32, out_len_ptr: i32) -> wasmtime::Result<i32> {
+    let offer = caller.data_mut().offer.take();
+    let (Some(offer), Some(memory), Some(alloc)) = (offer, caller.data().memory, caller.data().alloc.clone()) else {
+        return Ok(DOOR_FAULT);
+    };
+    {
+        let data = memory.data(&caller);
+        let Some(req) = span(ptr, len as u32 as usize, data.len()) else {
+            return Ok(DOOR_FAULT);
+        };
+        match data[req].strip_prefix(crate::compiled::OFFER_FRAME) {
+            Some(code) => offer.take(code),
+            None => return door_call(caller, ptr, len, out_ptr_ptr, out_len_ptr),
+        }
+    }
+    match deliver(&mut caller, memory, &alloc, b"kept", out_ptr_ptr, out_len_ptr)? {
         Ok(()) => Ok(0),
         Err(_) => Ok(DOOR_FAULT),
     }

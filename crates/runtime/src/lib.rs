@@ -23,6 +23,7 @@
 mod artifacts;
 mod call_threads;
 mod cached;
+mod compiled;
 mod config;
 mod engine;
 mod error;
@@ -59,6 +60,7 @@ pub use engine::{CACHE_ENV, CPU_ENV, CpuLevel, Flavour, WASMTIME_VERSION, defaul
 pub use error::Error;
 pub use files::{DEFAULT_FILE_WRITE_BYTES, DEFAULT_MAX_OPEN_FILES, MAX_CREATED_ENTRIES, guest_descriptors_held};
 pub use tempdir::sweep_private_folders;
+pub use compiled::compiled_programs;
 pub use standby::{STANDBY_ENV, guests_on_standby};
 pub use outcome::{Completed, Trapped, Truncated};
 pub use run::RunHandle;

@@ -3,6 +3,7 @@
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use crate::compiled::{Compiled, Lookup, Offer};
 use crate::config::WORKDIR;
 use crate::engine::Flavoured;
 use crate::fork::Origin;
@@ -46,6 +47,9 @@ impl Runtime {
         let grants = self.grants(&config)?;
         let (flavoured, origin) = self.flavour_for(&config)?;
         let (preloaded, clock) = (origin.restored(), origin.clock_start());
+        // Programs compiled once per preload image (not per session snapshot: a session's
+        // code may have changed what compiling does).
+        let compiled = matches!(origin, Origin::Preload(..)).then(|| flavoured.compiled.clone());
         let then: Arc<parking_lot::Mutex<Option<Then>>> = Arc::new(parking_lot::Mutex::new(Some(Box::new(then))));
         let reporter = Reporter { then: then.clone(), _active: standby::Active::new() };
         let done: Done = Box::new(move |result| reporter.report(result));
@@ -53,21 +57,29 @@ impl Runtime {
         // its result is out and its instance dropped: the next run's, made off its path.
         let standby = (standby::enabled() && takes_standby(&config, &origin))
             .then(|| Standby { flavoured: flavoured.clone(), clock, memory_bytes: config.limits.memory_bytes });
+        let mut go = None;
         let (config, done) = match &standby {
             Some(_) if flavoured.standby.any_waiting() => {
                 let started = Instant::now();
                 let deadline = config.limits.deadline.and_then(|d| started.checked_add(d));
-                let job = Box::new(Job { spec: go_spec(&config), started, deadline, config, done });
+                let (spec, offer) = go_spec(&config, compiled.as_ref());
+                let job = Box::new(Job { spec, offer, started, deadline, config, done });
                 match flavoured.standby.offer(job) {
                     Ok(()) => return Ok(()),
-                    Err(job) => (job.config, job.done),
+                    Err(job) => {
+                        let Job { spec, offer, config, done, .. } = *job;
+                        go = Some((spec, offer));
+                        (config, done)
+                    }
                 }
             }
             _ => (config, done),
         };
+        // A run from a snapshot asks for its spec with its first door call (`GO_TURN`).
+        let go = preloaded.then(|| go.unwrap_or_else(|| go_spec(&config, compiled.as_ref())));
         let artifacts = self.artifacts().clone();
         crate::threads::run_on_guest_thread(move || {
-            run_on_this_thread(&flavoured, &artifacts, config, grants, preloaded, clock, done);
+            run_on_this_thread(&flavoured, &artifacts, config, grants, go, clock, done);
             if let Some(s) = standby {
                 s.serve(&artifacts);
             }
@@ -139,16 +151,31 @@ fn takes_standby(config: &RunConfig, origin: &Origin) -> bool {
         && config.workdir_path() == WORKDIR
 }
 
-/// `_wasi_python_boot.go`'s string: the working folder, the argument count, the
-/// arguments, the environment's names and values, NUL-separated (none holds a NUL:
-/// the config refuses it).
-fn go_spec(config: &RunConfig) -> String {
+/// `_wasi_python_boot.go`'s spec: what the run's compiled program is (compiled.rs: empty
+/// if not the cache's, `0` if asked for, else the length of the marshalled code that ends
+/// the spec), the working folder, the argument count, the arguments, the environment's
+/// names and values, NUL-separated (none holds a NUL: the config refuses it); then the
+/// code, if any. With the offer to take, should the program be asked for.
+fn go_spec(config: &RunConfig, compiled: Option<&Arc<Compiled>>) -> (Vec<u8>, Option<Offer>) {
+    let program = match (&config.argv[..], compiled) {
+        ([c, source, ..], Some(compiled)) if c == "-c" && config.limits.fuel.is_none() => compiled.lookup(source),
+        _ => Lookup::Skip,
+    };
+    let (head, code, offer) = match program {
+        Lookup::Skip => (String::new(), None, None),
+        Lookup::Found(code) => (code.len().to_string(), Some(code), None),
+        Lookup::Wanted(offer) => ("0".to_owned(), None, Some(offer)),
+    };
     let env = guest_env(config);
     let argc = config.argv.len().to_string();
-    let mut parts: Vec<&str> = vec![config.workdir_path(), &argc];
+    let mut parts: Vec<&str> = vec![&head, config.workdir_path(), &argc];
     parts.extend(config.argv.iter().map(String::as_str));
     parts.extend(env.iter().flat_map(|(k, v)| [k.as_str(), v.as_str()]));
-    parts.join("\0")
+    let mut spec = parts.join("\0").into_bytes();
+    if let Some(code) = code {
+        spec.extend_from_slice(&code);
+    }
+    (spec, offer)
 }
 
 /// A guest on standby: made, prepared by the guest package's `serve`, waiting in its
@@ -260,17 +287,19 @@ fn program(artifacts: &Artifacts, config: &RunConfig, preloaded: bool) -> Progra
     Program::Run(args)
 }
 
+/// A fresh run on this guest thread. `go`: from a snapshot, the spec its guest asks for
+/// with its first door call, and the offer of its compiled program (compiled.rs).
 fn run_on_this_thread(
     flavoured: &Flavoured,
     artifacts: &Artifacts,
     config: RunConfig,
     grants: Vec<(std::path::PathBuf, String, bool)>,
-    preloaded: bool,
+    go: Option<(Vec<u8>, Option<Offer>)>,
     clock: u64,
     done: Done,
 ) {
     let started = Instant::now();
-    let program = program(artifacts, &config, preloaded);
+    let program = program(artifacts, &config, go.is_some());
     let args = match &program {
         Program::Run(args) => args.as_slice(),
         Program::Turn(_) => &[][..],
@@ -284,8 +313,10 @@ fn run_on_this_thread(
         Ok(guest) => guest,
         Err(e) => return done(Err(e)),
     };
-    if let Program::Turn(_) = program {
-        guest.store.data_mut().go_spec = Some(go_spec(&config).into_bytes());
+    if let Some((spec, offer)) = go {
+        let data = guest.store.data_mut();
+        data.go_spec = Some(spec);
+        data.offer = offer;
     }
     let limits = &config.limits;
     // A deadline past what a clock can hold is no deadline (and no panic).

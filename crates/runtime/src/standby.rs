@@ -95,8 +95,10 @@ pub(crate) fn runs_idle() -> bool {
 /// What a run hands a guest on standby: its config (from which the guest takes its
 /// stdin, limits, door and cancel) and how to report its end.
 pub(crate) struct Job {
-    /// The answer to the standby frame: `_wasi_python_boot.go`'s string.
-    pub(crate) spec: String,
+    /// The answer to the standby frame: `_wasi_python_boot.go`'s spec.
+    pub(crate) spec: Vec<u8>,
+    /// Whether the run's compiled program is asked for (compiled.rs).
+    pub(crate) offer: Option<crate::compiled::Offer>,
     pub(crate) started: Instant,
     pub(crate) deadline: Option<Instant>,
     pub(crate) config: RunConfig,
@@ -225,7 +227,7 @@ pub(crate) fn wait_for_run(
     let Some(job) = ready.waiting.wait(memory_now, usize::MAX, IDLE_FOR, || ready.made()) else {
         return Err(wasmtime::format_err!("no run came for the guest on standby, or it was retired"));
     };
-    let Job { spec, started, deadline, config, done } = *job;
+    let Job { spec, offer, started, deadline, config, done } = *job;
     let limits = &config.limits;
     // What the standby wrote before its run is not the run's.
     waiting.stdout.take();
@@ -237,6 +239,7 @@ pub(crate) fn wait_for_run(
     state.files = FileState::new(limits.file_write_bytes, limits.max_open_files);
     state.stop = CallContext { deadline, cancel: config.cancel };
     state.door = config.door;
+    state.offer = offer;
     *waiting.taken.lock() = Some(Taken { started, tools: config.tools, done });
-    Ok((spec.into_bytes(), Ticker::global().activate(engine)))
+    Ok((spec, Ticker::global().activate(engine)))
 }
