@@ -23,7 +23,16 @@ one file instead of walking the folder: each WASI file call costs the guest abou
 sources, for tracebacks, `inspect.getsource` and a missing bundle.
 """
 
+import gc
+import marshal
+import os
 import sys
+import time
+
+# The reactor's own runner: loaded before this module in every guest. These modules are
+# bound here once rather than imported on a run's path, where each `import` of a loaded
+# module costs the guest 2,400 instructions more than a name.
+import _reactor
 
 _DIR = __file__.rpartition("/")[0]
 _bundle = None  # {module name: marshalled code}, read on the first `import host`
@@ -38,8 +47,6 @@ def find_spec(name, path=None, target=None):
         return None
     if _bundle is None:
         try:
-            import marshal
-
             with open(_DIR + "/host.bundle", "rb") as f:
                 _bundle = marshal.loads(f.read())
             if type(_bundle) is not dict:
@@ -67,16 +74,12 @@ def create_module(spec):
 
 
 def exec_module(module):
-    import marshal
-
     exec(marshal.loads(_bundle[module.__spec__.name]), module.__dict__)
 
 
 def install():
     if sys.modules[__name__] not in sys.meta_path:
         sys.meta_path.insert(0, sys.modules[__name__])
-    import _reactor
-
     global _reactor_refresh
     if _reactor._refresh is not _refresh:
         _reactor_refresh = _reactor._refresh
@@ -187,8 +190,6 @@ def _refresh(unbuffered):
         _seeded = False
         logging = sys.modules.get("logging")
         if logging is not None:
-            import time
-
             logging._startTime = time.time()
         return
     modules = sys.modules
@@ -208,8 +209,6 @@ def _refresh(unbuffered):
 
 
 def _environ():
-    import os
-
     return os.environ
 
 
@@ -224,8 +223,6 @@ def _reseed(rnd, nprand):
     2,496 bytes, and a SeedSequence."""
     if rnd is None and nprand is None:
         return
-    import os
-
     plain_view, numpy_view = _rng_views or (None, None)
     # Disjoint parts for the two generators: the first and last 2,496 or 32 bytes.
     entropy = os.urandom(2 * _MT_BYTES if _rng_views else 64)
@@ -331,8 +328,6 @@ def _memory(np, at, words, readonly):
 
 def preload(names):
     """Imports `names` one by one; a failure names its module on stderr and exits 3."""
-    import gc
-
     for name in names:
         try:
             __import__(name)
@@ -381,8 +376,6 @@ def _warm_run():
     tracebacks. A code object's first run
     prepares it (its inline caches, the specialised instructions, the type caches it
     fills), and that is then in the snapshot: 40,000 fewer instructions per run."""
-    import os
-
     import linecache
 
     argv, main, sources = sys.argv, sys.modules.get("__main__"), dict(linecache._interactive_cache)
@@ -404,9 +397,6 @@ def restore(env, workdir, reseed=True):
     `reseed=False` leaves `random`, `numpy.random` and `logging._startTime` to the
     reactor's runner, which resets them before a program (`main`); `env=None` leaves
     the environment to it too."""
-    import os
-    import time
-
     if os.getcwd() != workdir:  # getcwd is wasi-libc's own string; chdir asks the host
         os.chdir(workdir)
     if env is not None:
@@ -451,10 +441,6 @@ def main(argv=None, env=None, workdir=None, restored=False, compiled=None):
     """Runs a command line to its end. From a snapshot, `argv`, `env` and `workdir`
     come from the host (the turn's code); else from the `run` export's own. `compiled`:
     see `_run_c`."""
-    import os
-
-    import _reactor
-
     if env is not None and not restored:
         restore(None, workdir, reseed=False)
     install()
@@ -485,13 +471,9 @@ def _run_c(argv, env, compiled=None):
     None, compile it; the marshalled code object an earlier run from this image made of
     the same text, load it (200,000 instructions fewer for `print(1)`); empty, compile it
     and offer the code (`_compile_offered`)."""
-    import _reactor
-
     global _image_env
     image_env, _image_env = _image_env, None
     if env != image_env:
-        import os
-
         environ = os.environ
         environ.clear()
         environ.update(env)
@@ -505,8 +487,6 @@ def _run_c(argv, env, compiled=None):
         sys.argv = ["-c", *argv[3:]]
         code = None
         if compiled:
-            import marshal
-
             try:
                 code = marshal.loads(compiled)
             except Exception:  # noqa: BLE001 - not a code object after all: compiled anew
@@ -515,8 +495,7 @@ def _run_c(argv, env, compiled=None):
             code = _compile_offered(source)
         elif type(code) is not type(_run_c.__code__):
             code = compile(source, "<string>", "exec")
-        import linecache
-
+        linecache = sys.modules.get("linecache") or __import__("linecache")
         linecache._register_code(code, source, "<string>")
         exec(code, main.__dict__)
     except SystemExit as exc:
@@ -545,8 +524,6 @@ def _compile_offered(source):
     try:
         code = compile(source, "<string>", "exec")
         if show is not None and not shown:
-            import marshal
-
             offer = marshal.dumps(code)
         return code
     finally:
@@ -629,9 +606,7 @@ def finish():
     `__main__` torn down so unclosed files flush, the streams flushed. The end of a run,
     and a session's close: the rest of CPython's teardown (hundreds of milliseconds with
     pandas loaded) is skipped, since the host drops the instance anyway."""
-    import atexit
-    import gc
-
+    atexit = sys.modules.get("atexit") or __import__("atexit")
     atexit._run_exitfuncs()
     main = sys.modules.get("__main__")
     if main is not None:
