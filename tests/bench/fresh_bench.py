@@ -1,7 +1,9 @@
 """The figures of the issue "A fresh sandbox in 0.2 ms": a fresh run, a session turn, a
 tool round trip, 16 concurrent runs and the memory after 200 runs, each measured with
 guests on standby (the default) and without (`WASI_PYTHON_STANDBY=0`), in alternating
-child processes so the two see the same machine.
+child processes so the two see the same machine. A program run again from the same image
+loads its code compiled once (crates/runtime/src/compiled.rs), so the rows marked "a new
+program each run" give what a program never run before costs.
 
     .venv/bin/python tests/bench/fresh_bench.py            # about a minute on an idle machine
     .venv/bin/python tests/bench/fresh_bench.py --quick    # a smoke run
@@ -35,20 +37,27 @@ def settle():
     # enough for the next guest on standby to be made (about 1 ms here).
     time.sleep(0.005)
 
+programs = iter(range(10**9))
+
 def fresh(code, key, pause):
+    # "{i}" in `code` makes each run's program new: a program run again from the same
+    # image loads its code compiled once (crates/runtime/src/compiled.rs).
     for _ in range(20):
-        ok(run(["-c", code]))
+        ok(run(["-c", code.replace("{i}", str(next(programs)))]))
     xs = []
     for _ in range(n):
+        program = code.replace("{i}", str(next(programs)))
         if pause:
             settle()
         t = time.perf_counter()
-        ok(run(["-c", code]))
+        ok(run(["-c", program]))
         xs.append((time.perf_counter() - t) * 1e6)
     out[key] = xs
 
 fresh("print(1)", "fresh print(1), spaced", True)
 fresh("print(1)", "fresh print(1), back to back", False)
+fresh("print({i})", "fresh print(N), a new program each run, spaced", True)
+fresh("print({i})", "the same, back to back", False)
 fresh("import pandas as pd; print(pd.DataFrame({'a': [1, 2]}).a.sum())", "fresh pandas DataFrame sum, spaced", True)
 
 with Session() as s:
@@ -77,13 +86,14 @@ for _ in range(int(sys.argv[1])):
 d = ok(run(["-c", trip, str(n * 4)], tools=[echo], max_tool_calls=None))
 out["tool round trip 10 B, in guest"] = [int(x) / 1e3 for x in d.stdout.split()]
 
-async def concurrent(k):
+async def concurrent(k, code="pass"):
     t = time.perf_counter()
-    await asyncio.gather(*(run_async(["-c", "pass"]) for _ in range(k)))
+    await asyncio.gather(*(run_async(["-c", code.replace("{i}", str(next(programs)))]) for _ in range(k)))
     return k / (time.perf_counter() - t)
 
 asyncio.run(concurrent(16))
 out["16 concurrent run_async pass, runs/s"] = [asyncio.run(concurrent(16)) for _ in range(max(5, n // 20))]
+out["16 concurrent, a new program each run, runs/s"] = [asyncio.run(concurrent(16, "{i}")) for _ in range(max(5, n // 20))]
 
 async def sustained(k, seconds):
     # Batches of k back to back for `seconds`: the rate without each batch's ramp and tail.
