@@ -250,8 +250,12 @@ impl Guest {
         status: impl FnOnce(i32) -> Result<i32, Trapped>,
     ) -> Ending {
         debug_assert_eq!(self.home, std::thread::current().id(), "a store stays on the thread that made it");
-        let _ticking = self.ticks.then(|| Ticker::global().activate(self.store.engine()));
-        let outcome = call(self);
+        let ticking = self.ticks.then(|| Ticker::global().activate(self.store.engine())).transpose();
+        // No ticker thread could be made: the guest does not run (it would compute unticked).
+        let (outcome, _ticking) = match ticking {
+            Ok(ticking) => (call(self), ticking),
+            Err(e) => (Err(wasmtime::format_err!("could not start the epoch ticker thread: {e}")), None),
+        };
         let fuel_used = match (self.metered, fuel, self.store.get_fuel()) {
             (true, Some(cap), Ok(left)) => Some(cap.saturating_sub(left)),
             _ => None,

@@ -241,5 +241,8 @@ pub(crate) fn wait_for_run(
     state.door = config.door;
     state.offer = offer;
     *waiting.taken.lock() = Some(Taken { started, tools: config.tools, done });
-    Ok((spec, Ticker::global().activate(engine)))
+    let ticking = Ticker::global()
+        .activate(engine)
+        .map_err(|e| wasmtime::format_err!("could not start the epoch ticker thread: {e}"))?;
+    Ok((spec, ticking))
 }

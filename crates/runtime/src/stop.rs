@@ -1,7 +1,7 @@
 //! The epoch ticker: what makes a computing guest look at its run's stop state (the
 //! door's [`crate::CallContext`]: the deadline and the cancel) every [`TICK`].
 
-use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::time::Duration;
 
 use parking_lot::{Condvar, Mutex};
@@ -21,7 +21,9 @@ pub(crate) struct Ticker {
     active: AtomicUsize,
     lock: Mutex<()>,
     wake: Condvar,
-    /// A forked child has no ticker thread: the first run there starts one (forks.rs).
+    /// Its thread runs: started by the first run, and again by the next run should that
+    /// fail (no thread could be made) or in a forked child, which has none (forks.rs).
+    started: AtomicBool,
     seen: Seen,
 }
 
@@ -34,26 +36,34 @@ impl Ticker {
                 active: AtomicUsize::new(0),
                 lock: Mutex::new(()),
                 wake: Condvar::new(),
+                started: AtomicBool::new(false),
                 seen: Seen::new(),
             }));
             t.seen.stale();
-            t.start();
             t
         })
     }
 
-    fn start(&'static self) {
-        std::thread::Builder::new()
-            .name("wasi-python-epoch".into())
-            .spawn(move || self.run())
-            .expect("spawning the epoch ticker thread");
+    /// Starts the ticker's thread unless it runs. `Err` if none could be made.
+    fn start(&'static self) -> std::io::Result<()> {
+        if self.seen.stale() {
+            self.started.store(false, Ordering::SeqCst);
+        }
+        if self.started.load(Ordering::SeqCst) {
+            return Ok(());
+        }
+        let _one = self.lock.lock();
+        if !self.started.load(Ordering::SeqCst) {
+            std::thread::Builder::new().name("wasi-python-epoch".into()).spawn(move || self.run())?;
+            self.started.store(true, Ordering::SeqCst);
+        }
+        Ok(())
     }
 
-    /// Ticks `engine` while the returned guard lives.
-    pub(crate) fn activate(&'static self, engine: &wasmtime::Engine) -> TickerGuard {
-        if self.seen.stale() {
-            self.start();
-        }
+    /// Ticks `engine` while the returned guard lives. `Err` if the ticker's thread could
+    /// not be started: a run must not compute unticked, past its deadline and cancel.
+    pub(crate) fn activate(&'static self, engine: &wasmtime::Engine) -> std::io::Result<TickerGuard> {
+        self.start()?;
         {
             let mut engines = self.engines.lock();
             match engines.iter_mut().find(|(e, _)| wasmtime::Engine::same(e, engine)) {
@@ -65,7 +75,7 @@ impl Ticker {
             let _g = self.lock.lock();
             self.wake.notify_all();
         }
-        TickerGuard { ticker: self, engine: engine.clone() }
+        Ok(TickerGuard { ticker: self, engine: engine.clone() })
     }
 
     fn run(&self) {
