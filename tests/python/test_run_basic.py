@@ -90,38 +90,31 @@ def test_syntax_error_exits_1():
     assert b"SyntaxError" in done.stderr
 
 
-def test_at_its_end_a_program_s_logging_handlers_are_flushed_and_closed():
-    # logging's exit handler runs at a run's end, as at CPython's exit (guest boot's
-    # `finish`).
-    code = (
-        "import logging\n"
-        "class H(logging.Handler):\n"
-        "    def emit(self, record): print('emitted', record.getMessage())\n"
-        "    def flush(self): print('flushed')\n"
-        "    def close(self): print('closed'); super().close()\n"
-        "logging.getLogger().addHandler(H())\n"
-        "logging.warning('hello')"
-    )
-    done = run(["-c", code])
+# A logging handler that says what is done with it.
+HANDLER = (
+    "import atexit, logging\n"
+    "class H(logging.Handler):\n"
+    "    def emit(self, record): print('emitted', record.getMessage())\n"
+    "    def flush(self): print('flushed')\n"
+    "    def close(self): print('closed'); super().close()\n"
+)
+
+
+@pytest.mark.parametrize(
+    ("program", "said"),
+    [
+        # logging's exit handler runs at a run's end, as at CPython's exit (guest boot's
+        # `finish`), after the program's own; and only if it is still registered.
+        ("logging.getLogger().addHandler(H())\nlogging.warning('hello')", b"emitted hello\nflushed\nclosed\n"),
+        ("atexit.register(lambda: logging.getLogger().addHandler(H()) or logging.warning('late'))", b"emitted late\nflushed\nclosed\n"),
+        ("logging.getLogger().addHandler(H())\natexit.unregister(logging.shutdown)", b""),
+    ],
+    ids=["made-by-the-program", "made-at-exit", "shutdown-unregistered"],
+)
+def test_at_its_end_a_program_s_logging_handlers_are_flushed_and_closed(program, said):
+    done = run(["-c", HANDLER + program])
     assert done.ok, done.stderr
-    assert done.stdout == b"emitted hello\nflushed\nclosed\n"
-
-
-def test_a_handler_an_exit_handler_makes_is_closed_and_one_taken_off_is_not_run():
-    # logging's own exit handler runs after the program's, and only if it is still
-    # registered.
-    handler = (
-        "import atexit, logging\n"
-        "class H(logging.Handler):\n"
-        "    def emit(self, record): print('emitted', record.getMessage())\n"
-        "    def close(self): print('closed'); super().close()\n"
-    )
-    late = run(["-c", handler + "atexit.register(lambda: logging.getLogger().addHandler(H()) or logging.warning('late'))"])
-    assert late.ok, late.stderr
-    assert late.stdout == b"emitted late\nclosed\n"
-    off = run(["-c", handler + "logging.getLogger().addHandler(H())\natexit.unregister(logging.shutdown)"])
-    assert off.ok, off.stderr
-    assert off.stdout == b""
+    assert done.stdout == said
 
 
 # --- stdin ----------------------------------------------------------------------------
