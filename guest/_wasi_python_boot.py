@@ -485,16 +485,10 @@ def _run_c(argv, env, compiled=None):
         if main is None or sys.modules.get("__main__") is not main:
             main = _reactor._fresh_main()
         sys.argv = ["-c", *argv[3:]]
-        code = None
-        if compiled:
-            try:
-                code = marshal.loads(compiled)
-            except Exception:  # noqa: BLE001 - not a code object after all: compiled anew
-                pass
         if compiled == b"":
             code = _compile_offered(source)
-        elif type(code) is not type(_run_c.__code__):
-            code = compile(source, "<string>", "exec")
+        else:
+            code = compiled and _loaded(compiled) or compile(source, "<string>", "exec")
         linecache = sys.modules.get("linecache") or __import__("linecache")
         linecache._register_code(code, source, "<string>")
         exec(code, main.__dict__)
@@ -506,6 +500,15 @@ def _run_c(argv, env, compiled=None):
     finally:
         _flush()
     return 0
+
+
+def _loaded(compiled):
+    """The code object `compiled` holds (marshalled); None if it holds none."""
+    try:
+        code = marshal.loads(compiled)
+    except Exception:  # noqa: BLE001 - not a code object after all: compiled anew
+        return None
+    return code if type(code) is type(_loaded.__code__) else None
 
 
 def _compile_offered(source):

@@ -45,13 +45,22 @@ pub(crate) struct Compiled {
     entries: Mutex<Entries>,
 }
 
+/// Programs by their text's hash (one pass over a text per run finds both its code and
+/// whether it ran before): its text, its code, and when it was last used.
 #[derive(Debug, Default)]
 struct Entries {
-    map: HashMap<Arc<str>, (Arc<[u8]>, u64)>,
+    map: HashMap<u64, Entry>,
     bytes: usize,
     uses: u64,
     /// The texts run once, by hash.
     seen: std::collections::HashSet<u64>,
+}
+
+#[derive(Debug)]
+struct Entry {
+    source: Arc<str>,
+    code: Arc<[u8]>,
+    used: u64,
 }
 
 /// Every image's [`Compiled`], for [`compiled_programs`].
@@ -81,6 +90,7 @@ pub(crate) enum Lookup {
 #[derive(Debug)]
 pub(crate) struct Offer {
     cache: Arc<Compiled>,
+    hash: u64,
     source: Arc<str>,
 }
 
@@ -89,7 +99,7 @@ impl Offer {
     /// none or too much.
     pub(crate) fn take(self, code: &[u8]) {
         if !code.is_empty() && code.len() <= MAX_CODE {
-            self.cache.put(self.source, code);
+            self.cache.put(self.hash, self.source, code);
         }
     }
 }
@@ -108,43 +118,47 @@ impl Compiled {
         if source.len() > MAX_SOURCE {
             return Lookup::Skip;
         }
-        let mut entries = self.entries.lock();
-        entries.uses += 1;
-        let uses = entries.uses;
-        if let Some((code, used)) = entries.map.get_mut(source) {
-            *used = uses;
-            return Lookup::Found(code.clone());
-        }
         let hash = {
             use std::hash::{BuildHasher, BuildHasherDefault};
             BuildHasherDefault::<std::collections::hash_map::DefaultHasher>::default().hash_one(source)
         };
+        let mut entries = self.entries.lock();
+        entries.uses += 1;
+        let uses = entries.uses;
+        if let Some(entry) = entries.map.get_mut(&hash) {
+            // Another text with the same hash is not served (nor kept).
+            if &*entry.source != source {
+                return Lookup::Skip;
+            }
+            entry.used = uses;
+            return Lookup::Found(entry.code.clone());
+        }
         if entries.seen.len() >= MAX_SEEN {
             entries.seen.clear();
         }
         if entries.seen.insert(hash) {
             return Lookup::Skip;
         }
-        Lookup::Wanted(Offer { cache: self.clone(), source: source.into() })
+        Lookup::Wanted(Offer { cache: self.clone(), hash, source: source.into() })
     }
 
-    fn put(&self, source: Arc<str>, code: &[u8]) {
+    fn put(&self, hash: u64, source: Arc<str>, code: &[u8]) {
         let mut entries = self.entries.lock();
-        if entries.map.contains_key(&source) {
+        if entries.map.contains_key(&hash) {
             return;
         }
         while entries.map.len() >= MAX_ENTRIES || entries.bytes + code.len() > MAX_BYTES {
-            let Some(oldest) = entries.map.iter().min_by_key(|(_, (_, used))| *used).map(|(k, _)| k.clone()) else {
+            let Some(oldest) = entries.map.iter().min_by_key(|(_, e)| e.used).map(|(k, _)| *k) else {
                 break;
             };
-            if let Some((gone, _)) = entries.map.remove(&oldest) {
-                entries.bytes -= gone.len();
+            if let Some(gone) = entries.map.remove(&oldest) {
+                entries.bytes -= gone.code.len();
             }
         }
         entries.uses += 1;
-        let uses = entries.uses;
+        let used = entries.uses;
         entries.bytes += code.len();
-        entries.map.insert(source, (code.into(), uses));
+        entries.map.insert(hash, Entry { source, code: code.into(), used });
     }
 }
 
@@ -170,6 +184,18 @@ mod tests {
         }
         assert!(matches!(c.lookup("print(1)"), Lookup::Found(code) if &*code == b"code"));
         assert!(matches!(c.lookup("print(2)"), Lookup::Skip));
+    }
+
+    #[test]
+    fn a_text_whose_hash_another_holds_is_neither_served_nor_kept() {
+        let c = Compiled::new();
+        let Lookup::Skip = c.lookup("a") else { panic!("run once") };
+        let Lookup::Wanted(offer) = c.lookup("a") else { panic!("run twice") };
+        // As if "b" had hashed as "a" does and been kept first.
+        c.put(offer.hash, "b".into(), b"code of b");
+        assert!(matches!(c.lookup("a"), Lookup::Skip));
+        offer.take(b"code of a");
+        assert!(matches!(c.lookup("a"), Lookup::Skip), "the first text keeps the place");
     }
 
     #[test]
@@ -202,6 +228,6 @@ mod tests {
         }
         let entries = c.entries.lock();
         assert!(entries.bytes <= MAX_BYTES);
-        assert_eq!(entries.bytes, entries.map.values().map(|(code, _)| code.len()).sum::<usize>());
+        assert_eq!(entries.bytes, entries.map.values().map(|e| e.code.len()).sum::<usize>());
     }
 }
