@@ -215,8 +215,8 @@ def _environ():
 def _reseed(rnd, nprand):
     """Seeds `random`'s and numpy's global generators (both MT19937). From the preload
     image, both states are written whole with the host's entropy through views of their
-    memory (`_rng_views`, made by `preload`): 5 KB of `os.urandom` (WASI `random_get`)
-    and four copies, where seeding them costs the guest 250,000 instructions. Else each
+    memory (`_rng_views`, made by `preload`): 5 KB in one door call (`_entropy`) and four
+    copies, where seeding them costs the guest 250,000 instructions. Else each
     is seeded from 256 bits of entropy through its documented seeding by a number
     (`random.seed(int)`) and by an array of words (`numpy.random.seed(array)`); without
     an argument, each draws more entropy than its state can use and mixes it first:
@@ -355,7 +355,7 @@ def preload(names):
     _rng_views = _find_rng_views()
     _warm_run()
     _host_call = _door_call()
-    _image_env = dict(__import__("os").environ)
+    _image_env = dict(os.environ)
     gc.collect()
     gc.freeze()
     global built_at
@@ -385,9 +385,9 @@ def _warm():
 def _warm_run():
     """Takes a run's own steps twice in the build (`_run_c` with an empty program), then
     puts back what they changed: `sys.argv`, `__main__` and the sources registered for
-    tracebacks. A code object's first run
-    prepares it (its inline caches, the specialised instructions, the type caches it
-    fills), and that is then in the snapshot: 40,000 fewer instructions per run."""
+    tracebacks. A code object's first run prepares it (its inline caches, the specialised
+    instructions, the type caches it fills), and that is then in the snapshot: 40,000
+    fewer instructions per run."""
     import linecache
 
     argv, main, sources = sys.argv, sys.modules.get("__main__"), dict(linecache._interactive_cache)
@@ -571,7 +571,7 @@ def serve():
     _refresh(False)
     _ahead = (_environ().get("PYTHONTZPATH"),)
     _seeded = True
-    _main_ahead = sys.modules["_reactor"]._fresh_main()
+    _main_ahead = _reactor._fresh_main()
     go(_ask(b"\0wasi-python standby"), restored=True)
 
 

@@ -254,7 +254,7 @@ impl Guest {
         // No ticker thread could be made: the guest does not run (it would compute unticked).
         let (outcome, _ticking) = match ticking {
             Ok(ticking) => (call(self), ticking),
-            Err(e) => (Err(wasmtime::format_err!("could not start the epoch ticker thread: {e}")), None),
+            Err(e) => (Err(e), None),
         };
         let fuel_used = match (self.metered, fuel, self.store.get_fuel()) {
             (true, Some(cap), Ok(left)) => Some(cap.saturating_sub(left)),

@@ -287,17 +287,11 @@ fn standby_call(mut caller: Caller<'_, HostState>, ptr: i32, len: i32, out_ptr_p
 /// through the door, and so does this one when asked again.
 fn go_call(mut caller: Caller<'_, HostState>, ptr: i32, len: i32, out_ptr_ptr: i32, out_len_ptr: i32) -> wasmtime::Result<i32> {
     let spec = caller.data_mut().go_spec.take().unwrap_or_default();
-    let (Some(memory), Some(alloc)) = (caller.data().memory, caller.data().alloc.clone()) else {
-        return Ok(DOOR_FAULT);
-    };
     let asked = len as u32 as usize == GO_FRAME.len() && frame_is(&caller, ptr, GO_FRAME);
     if !asked {
         return door_call(caller, ptr, len, out_ptr_ptr, out_len_ptr);
     }
-    match deliver(&mut caller, memory, &alloc, &spec, out_ptr_ptr, out_len_ptr)? {
-        Ok(()) => Ok(0),
-        Err(_) => Ok(DOOR_FAULT),
-    }
+    reply(&mut caller, &spec, out_ptr_ptr, out_len_ptr)
 }
 
 /// The guest's next frame after a spec that asked for its compiled program: kept if it
@@ -305,7 +299,7 @@ fn go_call(mut caller: Caller<'_, HostState>, ptr: i32, len: i32, out_ptr_ptr: i
 /// frame goes through the door.
 fn offer_call(mut caller: Caller<'_, HostState>, ptr: i32, len: i32, out_ptr_ptr: i32, out_len_ptr: i32) -> wasmtime::Result<i32> {
     let offer = caller.data_mut().offer.take();
-    let (Some(offer), Some(memory), Some(alloc)) = (offer, caller.data().memory, caller.data().alloc.clone()) else {
+    let (Some(offer), Some(memory)) = (offer, caller.data().memory) else {
         return Ok(DOOR_FAULT);
     };
     {
@@ -318,7 +312,16 @@ fn offer_call(mut caller: Caller<'_, HostState>, ptr: i32, len: i32, out_ptr_ptr
             None => return door_call(caller, ptr, len, out_ptr_ptr, out_len_ptr),
         }
     }
-    match deliver(&mut caller, memory, &alloc, b"kept", out_ptr_ptr, out_len_ptr)? {
+    reply(&mut caller, b"kept", out_ptr_ptr, out_len_ptr)
+}
+
+/// Answers one of the host's own frames (go, offer, entropy) with `bytes`: 0, or a fault
+/// when the guest did not get them; `Err` if it trapped in its allocator.
+fn reply(caller: &mut Caller<'_, HostState>, bytes: &[u8], out_ptr_ptr: i32, out_len_ptr: i32) -> wasmtime::Result<i32> {
+    let (Some(memory), Some(alloc)) = (caller.data().memory, caller.data().alloc.clone()) else {
+        return Ok(DOOR_FAULT);
+    };
+    match deliver(caller, memory, &alloc, bytes, out_ptr_ptr, out_len_ptr)? {
         Ok(()) => Ok(0),
         Err(_) => Ok(DOOR_FAULT),
     }
@@ -336,17 +339,11 @@ fn frame_is(caller: &Caller<'_, HostState>, ptr: i32, frame: &[u8]) -> bool {
 /// Answers [`ENTROPY_FRAME`]; a fault if the OS gives no seed (the guest then takes
 /// `os.urandom`'s).
 fn entropy_call(mut caller: Caller<'_, HostState>, out_ptr_ptr: i32, out_len_ptr: i32) -> wasmtime::Result<i32> {
-    let (Some(memory), Some(alloc)) = (caller.data().memory, caller.data().alloc.clone()) else {
-        return Ok(DOOR_FAULT);
-    };
     let mut bytes = [0u8; ENTROPY_BYTES];
     if entropy(&mut bytes).is_err() {
         return Ok(DOOR_FAULT);
     }
-    match deliver(&mut caller, memory, &alloc, &bytes, out_ptr_ptr, out_len_ptr)? {
-        Ok(()) => Ok(0),
-        Err(_) => Ok(DOOR_FAULT),
-    }
+    reply(&mut caller, &bytes, out_ptr_ptr, out_len_ptr)
 }
 
 /// Fills `out` from ChaCha12 keyed by 32 bytes the OS gives anew for each call

@@ -241,8 +241,5 @@ pub(crate) fn wait_for_run(
     state.door = config.door;
     state.offer = offer;
     *waiting.taken.lock() = Some(Taken { started, tools: config.tools, done });
-    let ticking = Ticker::global()
-        .activate(engine)
-        .map_err(|e| wasmtime::format_err!("could not start the epoch ticker thread: {e}"))?;
-    Ok((spec, ticking))
+    Ok((spec, Ticker::global().activate(engine)?))
 }

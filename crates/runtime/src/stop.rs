@@ -62,8 +62,8 @@ impl Ticker {
 
     /// Ticks `engine` while the returned guard lives. `Err` if the ticker's thread could
     /// not be started: a run must not compute unticked, past its deadline and cancel.
-    pub(crate) fn activate(&'static self, engine: &wasmtime::Engine) -> std::io::Result<TickerGuard> {
-        self.start()?;
+    pub(crate) fn activate(&'static self, engine: &wasmtime::Engine) -> wasmtime::Result<TickerGuard> {
+        self.start().map_err(|e| wasmtime::format_err!("could not start the epoch ticker thread: {e}"))?;
         {
             let mut engines = self.engines.lock();
             match engines.iter_mut().find(|(e, _)| wasmtime::Engine::same(e, engine)) {
