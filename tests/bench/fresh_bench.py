@@ -68,6 +68,21 @@ with Session() as s:
         s.run("x")
         xs.append((time.perf_counter() - t) * 1e6)
     out["session turn 'x'"] = xs
+    # A statement, compiled each turn (a name alone, as above, is looked up uncompiled).
+    xs = []
+    for _ in range(n * 3):
+        t = time.perf_counter()
+        s.run("y = x + 1")
+        xs.append((time.perf_counter() - t) * 1e6)
+    out["session turn 'y = x + 1'"] = xs
+    # A block of statements ending in a compound one.
+    block = "vals = [i * 2 for i in range(20)]\ntotal = sum(vals)\nif total > 10:\n    label = 'big'\nelse:\n    label = 'small'"
+    xs = []
+    for _ in range(n):
+        t = time.perf_counter()
+        s.run(block)
+        xs.append((time.perf_counter() - t) * 1e6)
+    out["session turn, a 6-line block"] = xs
 
 @tool
 def echo(s: str) -> str:

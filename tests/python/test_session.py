@@ -2,6 +2,7 @@
 the ways a session ends; one thread at a time; tools, grants and async use."""
 
 import asyncio
+import re
 import threading
 import time
 
@@ -67,8 +68,8 @@ def test_a_one_expression_turn_echoes_and_reports_as_any_turn(session):
     assert session.run("[1, 2] + [3]").stdout == b"[1, 2, 3]\n"
     assert session.run("_").stdout == b"[1, 2, 3]\n"
     session.run("def g():\n    return 1 / 0")
-    fast, slow = session.run("g()"), session.run("y = g()")
-    for done in (fast, slow):
+    # The expression's path, a statement's (compiled from its source), the reactor's.
+    for done in (session.run("g()"), session.run("y = g()"), session.run("y = 1; g()")):
         assert done.exit_code == 1
         assert b"_wasi_python_boot" not in done.stderr and b"<reactor>" not in done.stderr
         lines = done.stderr.decode().splitlines()
@@ -77,6 +78,62 @@ def test_a_one_expression_turn_echoes_and_reports_as_any_turn(session):
     # Text the reactor refuses is refused the same: leading space, a statement.
     assert b"IndentationError" in session.run(" 1 + 1").stderr
     assert session.run("pass").stdout == b""
+
+
+# Turns the guest package compiles from their source (`_compiled_turn`) and turns it
+# leaves to the reactor, among them its edges: a last statement that is an expression or
+# a compound statement, cut points inside brackets, strings and continued lines, `;`,
+# decorators, clauses at the first column, annotations, `__future__`, the soft keyword
+# `match`, errors, warnings, exits and odd whitespace.
+TURNS = [
+    "x = 1", "y = x + 1\nz = y * 2", "z", "d = dict(a=1)", "dict(a=1)", "print('a')\nx",
+    "for i in range(3): i", "for i in range(3):\n    i", "if x:\n    'yes'\nelse:\n    'no'",
+    "try:\n    1/0\nexcept ZeroDivisionError:\n    'caught'", "@staticmethod\ndef f(): return 1", "f",
+    "def g():\n    return 1/0\ng()", "a = [\n    1,\n    2,\n]", "a\n", "[x\nfor x in range(3)]",
+    "x: int = 5\ny: str = 'a'", "__annotate__(1)", "v: int = 1\nw: int = 2\n__annotate__(1)",
+    "x = 1; x", "1; 2", "s = '''\nabc\n'''", "s", "'''doc'''\nq = 1", "__doc__", "x = (1 +\n2)", "x",
+    "x = 1 + \\\n2", "x", "t = 1\nt \\\n+ 1", "match = 3", "match", "match(1)", "1 +", "def h(:\n pass",
+    "import os\nos.getcwd()", "print(1)\n# trailing comment\n", "x = 1\n\n\n", "  x",
+    "class C:\n    pass\nC.__name__", "lambda: 1", "f = lambda a: a\nf(2)", "raise ValueError('v')",
+    "y = undefined_name", "import sys\nsys.exit(3)", "x = 1\nraise KeyError(2)", "'a' 'b'", "(yield)",
+    "return 5", "del x\nx", "nonlocal q", "global g1\ng1 = 1", "g1", "async def co(): pass", "await co()",
+    "x = 1 is 1", "x = 1\ny = 2 is 2", "x = 'a'\n\x00", "x = 1\r\ny = 2\r\ny", "x\r\n",
+    "def k():\n    return 2\n\n\nk()", "x = {\n 'a': 1\n}\nx['a']", "if x:\n    pass\nelif y:\n    pass",
+    "y = 3\nif y:\n    y\n", "from __future__ import annotations\nv: int = 1", "x = [i for i in range(3)]\nx",
+    "@property\n@staticmethod\ndef dd(): pass\ndd", "_", "x = 5\n_", "None", "x = None\nx",
+    "import json as j; j.dumps(1)", "# only a comment", "", "\n\n", "x = 1\n# c\n  # c2\n",
+    "class D:\n    x = 1\nD.x", "q = 1\n(q,\n 2)", "z = 1\n[\n z]\n", "while False:\n    pass\nelse:\n    'else'",
+    "type T = int\nT", "x = 1\n\ty", "x = 1\n        ", "x = 1 \\", "match x:\n    case 1:\n        'one'",
+]
+
+
+def _turns_as_shown(reactor_only):
+    shown = []
+    with Session(deadline_s=20) as s:
+        s.run("import _wasi_python_boot as b" + ("\nb._compiled_turn = lambda t, n: None" if reactor_only else ""))
+        for text in [*TURNS, "sorted(k for k in globals() if not k.startswith('__'))"]:
+            done = s.run(text)
+            # Objects' addresses differ between the two sessions.
+            shown.append((text, done.exit_code, re.sub(rb"0x[0-9a-f]+", b"0x", done.stdout), done.stderr))
+    return shown
+
+
+def test_turns_compiled_from_source_show_what_the_reactors_would():
+    ours, reactors = _turns_as_shown(False), _turns_as_shown(True)
+    assert [t for t, r in zip(ours, reactors) if t != r] == []
+
+
+def test_statement_turns_are_compiled_without_the_reactor(session):
+    session.run(
+        "import _wasi_python_boot as b\nasked = []\nreactor = b._reactor_run_turn\n"
+        "b._reactor_run_turn = lambda t, n: (asked.append(t), reactor(t, n))[1]"
+    )
+    for text in ("x = 1", "y = x + 1\nz = y * 2", "if x:\n    'yes'\nelse:\n    'no'", "d = dict(\n    a=1,\n)"):
+        assert session.run(text).ok
+    assert session.run("print(asked)").stdout == b"[]\n"
+    for text in ("x = 1; x", "match x:\n    case _:\n        pass", "1 +"):
+        session.run(text)
+    assert session.run("print(len(asked))").stdout == b"3\n"
 
 
 def test_a_name_turn_shows_what_the_compiled_name_would(session):
