@@ -119,20 +119,25 @@ impl TempDir {
 
     /// Whether `tmp` and `work` are as they were made: each empty, with the same
     /// inode, size, links, mode and modification time. An access time changed alone
-    /// (reading the folder, or a guest setting it) is set back.
+    /// (a guest reading the folder, or setting it) is set back. The check itself leaves
+    /// the access time alone (`O_NOATIME`: our folders are ours), so a folder no guest
+    /// read is not written at all; with relatime, reading it updated its access time
+    /// every time, and setting it back cost a run two writes to the folders' inodes.
     fn unchanged(&self, made: &[Made; 2]) -> bool {
         [self.tmp(), self.work()].iter().zip(made).all(|(path, made)| {
-            let Ok(fd) = cstr(path.as_os_str()).and_then(|p| Ok(open_dir(rustix::fs::CWD, &p)?)) else {
+            let Ok(fd) = cstr(path.as_os_str()).and_then(|p| Ok(open_dir_unread(&p)?)) else {
                 return false;
             };
-            let Ok(mut entries) = Dir::read_from(&fd) else { return false };
+            // One descriptor for all: `Dir::read_from` would open the folder again.
+            let Ok(mut entries) = Dir::new(fd) else { return false };
             let empty = entries.all(|e| e.is_ok_and(|e| e.file_name() == c"." || e.file_name() == c".."));
-            let Ok(st) = rustix::fs::fstat(&fd) else { return false };
+            let Ok(fd) = entries.fd() else { return false };
+            let Ok(st) = rustix::fs::fstat(fd) else { return false };
             let now = Made::of(&st);
             if !empty || (Made { atime: made.atime, ..now }) != *made {
                 return false;
             }
-            now.atime == made.atime || set_times(&fd, made).is_ok()
+            now.atime == made.atime || set_times(fd, made).is_ok()
         })
     }
 
@@ -160,7 +165,7 @@ impl TempDir {
 }
 
 /// Sets a folder's access and modification times back to how they were made.
-fn set_times(fd: &OwnedFd, made: &Made) -> rustix::io::Result<()> {
+fn set_times(fd: impl AsFd, made: &Made) -> rustix::io::Result<()> {
     let ts = |(sec, nsec): (i64, i64)| rustix::fs::Timespec { tv_sec: sec, tv_nsec: nsec as _ };
     rustix::fs::futimens(fd, &rustix::fs::Timestamps { last_access: ts(made.atime), last_modification: ts(made.mtime) })
 }
@@ -247,6 +252,16 @@ fn open_dir(parent: impl AsFd, name: &CStr) -> rustix::io::Result<OwnedFd> {
         OFlags::RDONLY | OFlags::DIRECTORY | OFlags::NOFOLLOW | OFlags::CLOEXEC,
         Mode::empty(),
     )
+}
+
+/// Opens the folder at `path` to read without updating its access time, where its
+/// owner may (`O_NOATIME`, else EPERM: then as any reader).
+fn open_dir_unread(path: &CStr) -> rustix::io::Result<OwnedFd> {
+    let flags = OFlags::RDONLY | OFlags::DIRECTORY | OFlags::NOFOLLOW | OFlags::CLOEXEC;
+    match rustix::fs::openat(rustix::fs::CWD, path, flags | OFlags::NOATIME, Mode::empty()) {
+        Err(Errno::PERM) => rustix::fs::openat(rustix::fs::CWD, path, flags, Mode::empty()),
+        r => r,
+    }
 }
 
 /// Removes `path` and everything under it without following symlinks, whatever the
@@ -378,11 +393,21 @@ mod tests {
     // One test, so the process-wide spare list is not shared between threads.
     #[test]
     fn folders_left_as_made_are_kept_for_the_next_run_and_any_other_change_removes_them() {
-        // Untouched: kept, and the next TempDir is the same folder.
+        // Untouched: kept, and the next TempDir is the same folder. The check reads the
+        // folders without writing them: setting a time back would change their ctime.
         let dir = fresh();
         let root = dir.root.clone();
+        let ctimes = |root: &Path| {
+            ["tmp", "work"].map(|sub| {
+                let st = rustix::fs::stat(root.join(sub)).unwrap();
+                (st.st_ctime, st.st_ctime_nsec)
+            })
+        };
+        let before = ctimes(&root);
+        std::thread::sleep(Duration::from_millis(20));
         drop(dir);
         assert_eq!(spares(), vec![root.clone()]);
+        assert_eq!(ctimes(&root), before, "the check wrote the folders");
         let again = TempDir::new().unwrap();
         assert_eq!(again.root, root);
         assert!(spares().is_empty());
