@@ -11,6 +11,7 @@ import sys
 import threading
 import time
 
+import pytest
 from wasi_python import Grant, prepare, run
 from wasi_python import _wasi_python as _ext
 from wasi_python.tools import tool
@@ -81,6 +82,26 @@ def test_a_runs_main_module_on_standby_is_the_one_a_fresh_run_gets():
     assert ahead.ok and fresh.ok, (ahead.stderr, fresh.stderr)
     assert ahead.stdout == fresh.stdout
     assert b"'__builtins__'" in ahead.stdout and ahead.stdout.endswith(b" True\n")
+
+
+@pytest.mark.parametrize("from_stdin", [False, True], ids=["-c", "stdin"])
+def test_a_run_on_standby_starts_in_the_interpreter_a_fresh_run_gets(from_stdin):
+    # A guest on standby takes the run's calls ahead on throwaway objects (guest boot's
+    # `_warm_calls`: it registers a `<string>` source, writes a line, shuts down a
+    # stand-in logging handler, collects): none of it may show in the run, one whose
+    # program registers no `<string>` source of its own (from stdin) included.
+    code = (
+        "import sys, gc, linecache, logging; "
+        "print(sorted(sys.modules), sorted(linecache._interactive_cache.items()), gc.garbage, "
+        "len(logging._handlerList), logging.lastResort._closed, logging.lastResort.lock._is_owned())"
+    )
+    argv, stdin = ([], code) if from_stdin else (["-c", code], "")
+    standby_waits()
+    ahead = run(argv, stdin=stdin, preload=PRELOAD)
+    fresh = run(argv, stdin=stdin, preload=PRELOAD, fuel=10**9)  # never served by a standby
+    assert ahead.ok and fresh.ok, (ahead.stderr, fresh.stderr)
+    assert ahead.stdout == fresh.stdout
+    assert ahead.stdout.endswith(b" [] 1 False False\n")
 
 
 def test_runs_on_standby_do_not_share_random_state_or_globals():
