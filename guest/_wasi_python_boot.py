@@ -660,7 +660,7 @@ def _warm_calls():
     """A guest on standby takes, ahead and on throwaway objects, the calls a run's path
     makes through function pointers (`go`'s parsing, loading and running code,
     registering it for tracebacks, a write to stdout, the streams flushed, the exit
-    handlers' ordered dict, weak reference and lock, a collection). Each such call
+    handlers' ordered dict, weak reference and lock, a young collection). Each such call
     target is set up in the instance's function table at its first call (wasmtime
     fills the table lazily, per instance): a run of `print(1)` took 93 of them, 30-45
     us with cold caches; 6 are left. Nothing it does is left for the run: its objects
@@ -672,8 +672,7 @@ def _warm_calls():
         _ = (env != dict(env), (argv, env)[0], len(argv))  # as `_run_c` compares
         modules = sys.modules
         linecache = modules.get("linecache")
-        compile(_WARM_SOURCE, "<string>", "exec")
-        code = _loaded(marshal.dumps(compile("pass", "<string>", "exec")))
+        code = _loaded(_WARM_CODE)
         if linecache is not None:
             cache = linecache._interactive_cache
             sources = dict(cache)
@@ -693,13 +692,18 @@ def _warm_calls():
             figures = collections.OrderedDict()
             list(figures.values())
             figures.clear()
-        cycle = []
-        cycle.append(cycle)  # a list for the collector to traverse
+        cycle = [{}, type(sys)("_")]  # a list, a dict and a module for the collector
+        cycle[0]["c"] = cycle[1].c = cycle
         del cycle
-        gc.collect(1)
-        gc.collect()
+        gc.collect(1)  # the young: a full collection costs the making 30 us more
     except Exception:  # noqa: BLE001, S110 - the run does the same again, slower
         pass
+
+
+# The code `_warm_calls` loads and runs, compiled once, at import: compiling it in every
+# guest on standby cost its making 25 us and dirtied memory that every later reset of
+# its pool slot copies back.
+_WARM_CODE = marshal.dumps(compile("pass", "<string>", "exec"))
 
 
 class _Quiet:
@@ -724,9 +728,6 @@ class _Quiet:
     def close(self):
         pass
 
-
-# A program compiled (not run) by `_warm_calls`: the compiler's common paths.
-_WARM_SOURCE = "import os\nx = [i * 2 for i in range(3)]\nprint(x[0], {'a': 1}.get('a'), f'{x!r}')\n"
 
 
 def _ask(frame):
