@@ -1,7 +1,8 @@
 """The figures of the issue "A fresh sandbox in 0.2 ms": a fresh run, session turns (a
-name alone, which compiles nothing, a statement and a block), a tool round trip, 16 concurrent runs and the memory after 200 runs, each measured with
-guests on standby (the default) and without (`WASI_PYTHON_STANDBY=0`), in alternating
-child processes so the two see the same machine. A program run again from the same image
+name alone, which compiles nothing, a statement and a block), a tool round trip, 16
+concurrent runs and the memory after 200 runs, each measured with guests on standby
+(the default) and without (`WASI_PYTHON_STANDBY=0`), in alternating child processes so
+the two see the same machine. A program run again from the same image
 loads its code compiled once (crates/runtime/src/compiled.rs), so the rows marked "a new
 program each run" give what a program never run before costs.
 
@@ -60,29 +61,22 @@ fresh("print({i})", "fresh print(N), a new program each run, spaced", True)
 fresh("print({i})", "the same, back to back", False)
 fresh("import pandas as pd; print(pd.DataFrame({'a': [1, 2]}).a.sum())", "fresh pandas DataFrame sum, spaced", True)
 
+def turns(s, code, k):
+    xs = []
+    for _ in range(k):
+        t = time.perf_counter()
+        s.run(code)
+        xs.append((time.perf_counter() - t) * 1e6)
+    return xs
+
 with Session() as s:
     s.run("x = 1")
-    xs = []
-    for _ in range(n * 3):
-        t = time.perf_counter()
-        s.run("x")
-        xs.append((time.perf_counter() - t) * 1e6)
-    out["session turn 'x'"] = xs
+    out["session turn 'x'"] = turns(s, "x", n * 3)
     # A statement, compiled each turn (a name alone, as above, is looked up uncompiled).
-    xs = []
-    for _ in range(n * 3):
-        t = time.perf_counter()
-        s.run("y = x + 1")
-        xs.append((time.perf_counter() - t) * 1e6)
-    out["session turn 'y = x + 1'"] = xs
+    out["session turn 'y = x + 1'"] = turns(s, "y = x + 1", n * 3)
     # A block of statements ending in a compound one.
     block = "vals = [i * 2 for i in range(20)]\ntotal = sum(vals)\nif total > 10:\n    label = 'big'\nelse:\n    label = 'small'"
-    xs = []
-    for _ in range(n):
-        t = time.perf_counter()
-        s.run(block)
-        xs.append((time.perf_counter() - t) * 1e6)
-    out["session turn, a 6-line block"] = xs
+    out["session turn, a 6-line block"] = turns(s, block, n)
 
 @tool
 def echo(s: str) -> str:
