@@ -662,7 +662,7 @@ def _warm_calls():
     registering it for tracebacks, a write to stdout, the streams flushed, the exit
     handlers' ordered dict, weak reference and lock, a young collection). Each such call
     target is set up in the instance's function table at its first call (wasmtime
-    fills the table lazily, per instance): a run of `print(1)` took 93 of them, 30-45
+    fills the table lazily, per instance): a run of `print(1)` took 93 of them, 30-50
     us with cold caches; 6 are left. Nothing it does is left for the run: its objects
     are garbage, the sources it registered are taken back, what it wrote before the
     run the host drops (crates/runtime/src/standby.rs), and it imports nothing. A
@@ -727,7 +727,6 @@ class _Quiet:
 
     def close(self):
         pass
-
 
 
 def _ask(frame):
