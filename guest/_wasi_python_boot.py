@@ -91,20 +91,17 @@ def install():
 
 
 def _run_turn(text, name):
-    """The reactor's `_run_turn(text, name)` (a session's turn) with a fast path for a
-    turn that is one expression on one line, such as `x` or `df.head()`: compiled once
-    in "eval" mode and echoed, where the reactor parses the text to an AST, splits off
-    its last expression and compiles twice (about 16 against 80 us in the guest). A
-    turn of statements, such as `x = 1`, is compiled from its source, without an AST
-    (`_compiled_turn`). Any other turn, and one that does not compile, goes the
-    reactor's way.
-    What the reactor does with an expression turn is done the same: the source
-    registered for tracebacks, the value evaluated in `__main__` and handed to
-    `sys.displayhook`. A turn that is a name alone (`x`, `df`: showing a variable, the
-    commonest turn there is) is looked up as the compiled expression would look it up
-    (in `__main__`, then its builtins), with no compiling at all (30 us in the guest);
-    one found in neither goes the compiled way, which raises the same NameError. A
-    fresh run's turn (`_GO_TURN`, run.rs) calls `go`, and a guest on standby's
+    """The reactor's `_run_turn(text, name)` (a session's turn), with the turn compiled
+    from its source (`_compiled_turn`), where the reactor parses the text to an AST,
+    splits off its last expression and compiles each part (a one-line expression such
+    as `df.head()`: 16 against 80 us in the guest; `x = 1`: 35 against 95). What the
+    reactor does with the code is done the same: the source registered for tracebacks,
+    the turn run in `__main__`, its last expression's value handed to
+    `sys.displayhook`. A turn that does not compile goes the reactor's way. A turn
+    that is a name alone (`x`, `df`: showing a variable, the commonest turn there is)
+    is looked up as the compiled expression would look it up (in `__main__`, then its
+    builtins), with no compiling at all (30 us in the guest); one found in neither goes
+    the compiled way, which raises the same NameError. A fresh run's turn (`_GO_TURN`, run.rs) calls `go`, and a guest on standby's
     (`_SERVE_TURN`) `serve`, without compiling anything either."""
     if text == _GO_TURN:
         return go()
@@ -125,50 +122,43 @@ def _run_turn(text, name):
         if type(builtins) is dict and bare in builtins:
             sys.displayhook(builtins[bare])
             return None
-    if (text and not text[0].isspace() and "=" not in text and ";" not in text
-            and "\n" not in text.rstrip() and text.split(None, 1)[0] not in _STATEMENTS):
-        try:
-            expr = compile(text, name, "eval")
-        except (SyntaxError, ValueError):
-            expr = None
-        if expr is not None:
-            import linecache
-
-            linecache._register_code(expr, text, name)
-            sys.displayhook(eval(expr, sys.modules["__main__"].__dict__))
-            return None
-    codes = _compiled_turn(text, name)
-    if codes is not None:
+    compiled = _compiled_turn(text, name)
+    if compiled is not None:
         import linecache
 
+        codes, expr = compiled
         scope = sys.modules["__main__"].__dict__
-        for code in codes:
+        for code in (*codes, expr) if expr is not None else codes:
             linecache._register_code(code, text, name)
         for code in codes:
             exec(code, scope)
+        if expr is not None:
+            sys.displayhook(eval(expr, scope))
         return None
     return _reactor_run_turn(text, name)
 
 
 def _compiled_turn(text, name):
-    """A turn's code compiled from its source, as one or two code objects to run in
-    turn; None when it must go the reactor's way. The reactor parses the text to an AST,
-    then compiles that (about 95 us in the guest for `x = 1`, against 35 from source).
+    """A turn compiled from its source: (the code objects to run in turn, the code of
+    its last statement to evaluate and echo if that is an expression, else None); None
+    when it must go the reactor's way. The reactor parses the text to an AST, then
+    compiles that (about 95 us in the guest for `x = 1`, against 35 from source), and
+    runs the rest of the turn, then hands its last expression's value to
+    `sys.displayhook`: so is it done here.
 
     The text is cut before its last top-level statement: the last line that starts at
     the first column with neither a comment, a closing bracket nor a clause that
     continues a compound statement (`else:`, `except:` ...), and the decorators right
     above it. What is before the cut is compiled alone ("exec"), so the cut is a
     statement boundary of the whole text: a cut inside brackets, a string or a continued
-    line would leave that part unable to compile. The last statement is compiled in
-    "single" mode, which echoes it if it is an expression, as the reactor echoes a
-    turn's last expression, or in "exec" mode if it is a compound statement (whose body
-    "single" mode would echo). Its line numbers stay the text's (newlines before it).
-    Left to the reactor: text that does not compile, `;` in the last statement
-    ("single" would echo every expression of the line), `from __future__` (it would not
-    reach the second part), annotations in both parts (the second's `__annotate__`
-    would replace the first's), and a last statement starting with the soft keyword
-    `match`."""
+    line would leave that part unable to compile. The last statement (its line numbers
+    the text's: newlines before it) is a compound statement ("exec"), an expression
+    ("eval"), or else a simple statement ("exec"). Which of the last two: without `=`,
+    "eval" is tried first; with it (`x = 1`, or `f(a=1)`), "single" mode tells, as it
+    compiles an expression statement to end in echoing it (`_ECHO`), and an expression
+    is compiled again in "eval". Left to the reactor: text that does not compile, `;`
+    in the last statement, `from __future__` (it would not reach the second part), and
+    annotations in both parts (the second's `__annotate__` would replace the first's)."""
     if not text or text[0].isspace() or "__future__" in text:
         return None
     cut, last = 0, text
@@ -188,20 +178,33 @@ def _compiled_turn(text, name):
             cut -= 1
         last = "\n".join(lines[cut:])
     word = _first_word(last) if last.startswith(_COMPOUND) else ""
-    if word == "match":  # `match x:` or an expression such as `match(x)`: the reactor knows
-        return None
-    compound = word in _COMPOUND or last[0] == "@"
+    compound = (word in _COMPOUND and word != "match") or last[0] == "@"
     if not compound and ";" in last:
         return None
+    tail = "\n" * cut + last
     try:
-        codes = [compile("\n" * cut + last, name, "exec" if compound else "single")]
+        expr = code = None
+        if compound:
+            code = compile(tail, name, "exec")
+        elif "=" in last and word != "match":  # `match` may start a compound statement
+            code = compile(tail, name, "single")
+            if code.co_code.endswith(_ECHO):
+                code, expr = None, compile(tail, name, "eval")
+        elif last.split(None, 1)[0] in _STATEMENTS:
+            code = compile(tail, name, "exec")
+        else:
+            try:
+                expr = compile(tail, name, "eval")
+            except SyntaxError:
+                code = compile(tail, name, "exec")
+        codes = [code] if code is not None else []
         if cut:
             codes.insert(0, compile("\n".join(lines[:cut]), name, "exec"))
     except Exception:  # noqa: BLE001 - the reactor compiles it again and reports it
         return None
-    if cut and all("__annotate__" in code.co_names for code in codes):
+    if len(codes) == 2 and all("__annotate__" in c.co_names for c in codes):
         return None
-    return codes
+    return codes, expr
 
 
 def _first_word(line):
@@ -247,6 +250,10 @@ _STATEMENTS = frozenset(
 # Tuples: `str.startswith` takes them, and `in` works as for a set.
 _COMPOUND = tuple("if for while with try def class async match".split())
 _CLAUSES = tuple("elif else except finally case".split())
+# How "single" mode ends the code of an expression statement: it hands the value to
+# `sys.displayhook` (CALL_INTRINSIC_1 INTRINSIC_PRINT), then returns None. No other
+# simple statement ends so.
+_ECHO = compile("0", "<echo>", "single").co_code[-8:]
 
 _reactor_refresh = None  # the reactor's own, which `_refresh` wraps
 _seeded = False  # the generators were reseeded ahead of this run (`serve`)
@@ -470,18 +477,28 @@ def _warm_run():
     fewer instructions per run."""
     import linecache
 
-    argv, main, sources = sys.argv, sys.modules.get("__main__"), dict(linecache._interactive_cache)
+    argv, main = sys.argv, sys.modules.get("__main__")
     try:
         for _ in range(2):
-            _run_c([sys.executable, "-c", "pass"], dict(os.environ))
+            _sources_kept(linecache, _run_c, [sys.executable, "-c", "pass"], dict(os.environ))
     except Exception:  # noqa: BLE001 - a warm-up that fails leaves the build as it was
         pass
     finally:
         sys.argv = argv
         if main is not None:
             sys.modules["__main__"] = main
-        linecache._interactive_cache.clear()
-        linecache._interactive_cache.update(sources)
+
+
+def _sources_kept(linecache, work, *args):
+    """`work(*args)`, with the sources registered for tracebacks put back as they were
+    after it, whatever it registered (the warm-ups' throwaway programs)."""
+    cache = linecache._interactive_cache
+    sources = dict(cache)
+    try:
+        return work(*args)
+    finally:
+        cache.clear()
+        cache.update(sources)
 
 
 def restore(env, workdir, reseed=True):
@@ -664,10 +681,11 @@ def _warm_calls():
     target is set up in the instance's function table at its first call (wasmtime
     fills the table lazily, per instance): a run of `print(1)`, a program kept compiled,
     made 93 such first calls on its path, 30-50 us with cold caches; 14 are left. A
-    new program's run (`print(N)`) made 40 without the sample compiled here, 15 with it. Nothing it does is left for the run: its objects
-    are garbage, the sources it registered are taken back, what it wrote before the
-    run the host drops (crates/runtime/src/standby.rs), and it imports nothing. A
-    warm-up that fails is only a slower run."""
+    new program's run (`print(N)`) made 40 without the sample compiled here, 15 with
+    it. Nothing it does is left for the run: its objects are garbage, the sources it
+    registered are taken back, what it wrote before the run the host drops
+    (crates/runtime/src/standby.rs), and it imports nothing. A warm-up that fails is
+    only a slower run."""
     try:
         argv, env, _, _ = _spec_parts(b"0\0/work\x002\0-c\0pass\0HOME\0/work")
         _ = (env != dict(env), (argv, env)[0], len(argv))  # as `_run_c` compares
@@ -676,13 +694,7 @@ def _warm_calls():
         compile("print(0)", "<string>", "exec")  # a new program's compiling
         code = _loaded(_WARM_CODE)
         if linecache is not None:
-            cache = linecache._interactive_cache
-            sources = dict(cache)
-            try:
-                linecache._register_code(code, "pass", "<string>")
-            finally:
-                cache.clear()
-                cache.update(sources)
+            _sources_kept(linecache, linecache._register_code, code, "pass", "<string>")
         exec(code, {"__builtins__": __builtins__})
         print()
         _flush()
