@@ -119,6 +119,12 @@ enum Cmd {
 pub struct Session {
     tx: Mutex<Option<SyncSender<Cmd>>>,
     busy: Arc<AtomicBool>,
+    /// Whether the session thread is spinning for the next command (so it runs, on a
+    /// CPU of its own): then a turn's caller spins for the answer without yielding...
+    listening: Arc<AtomicBool>,
+    /// ...unless the session's turns start threads of their own (tools, a door, mounts:
+    /// each call runs on a new thread), which may be put on the caller's CPU.
+    calls_out: bool,
     ended: Arc<Mutex<Option<SessionEnd>>>,
     /// The fork generation it opened in (forks.rs): in a forked child its thread does
     /// not exist, and the session is closed there.
@@ -132,17 +138,23 @@ pub struct TurnHandle {
     busy: Arc<AtomicBool>,
     /// Whether a wait has spun already: only the first one does.
     spun: AtomicBool,
+    /// Whether its spin yields: unless the session thread was running when the turn
+    /// was sent, it was woken, maybe onto this thread's CPU ([`crate::wait`]).
+    yielding: bool,
 }
 
 /// How long a wait for a turn spins before it sleeps.
 const TURN_SPIN: Duration = Duration::from_micros(300);
 /// How long the session thread spins for the next command after one before it sleeps.
 const NEXT_TURN_SPIN: Duration = Duration::from_micros(100);
+/// A command that comes within this of the last turn's answer comes back to back: the
+/// session thread spins for the next one.
+const BACK_TO_BACK: Duration = Duration::from_millis(1);
 
 impl TurnHandle {
     pub fn wait(self) -> Result<Completed, SessionError> {
         let rx = self.rx.lock();
-        let r = crate::wait::try_recv_spinning(&rx, TURN_SPIN).or_else(|_| rx.recv());
+        let r = crate::wait::try_recv_spinning(&rx, TURN_SPIN, self.yielding).or_else(|_| rx.recv());
         r.unwrap_or(Err(SessionError::Ended(SessionEnd::Closed)))
     }
     pub fn wait_timeout(&self, timeout: Duration) -> Option<Result<Completed, SessionError>> {
@@ -150,7 +162,7 @@ impl TurnHandle {
         // Most turns answer within a few hundred microseconds: catch those without a
         // sleep and wake-up.
         let spin = if self.spun.swap(true, Ordering::Relaxed) { Duration::ZERO } else { TURN_SPIN.min(timeout) };
-        let r = match crate::wait::try_recv_spinning(&rx, spin).or_else(|_| rx.recv_timeout(timeout)) {
+        let r = match crate::wait::try_recv_spinning(&rx, spin, self.yielding).or_else(|_| rx.recv_timeout(timeout)) {
             Ok(r) => Some(r),
             Err(RecvTimeoutError::Timeout) => None,
             Err(RecvTimeoutError::Disconnected) => Some(Err(SessionError::Ended(SessionEnd::Closed))),
@@ -192,6 +204,9 @@ impl Runtime {
         let ended = Arc::new(Mutex::new(None));
         let (ready_tx, ready_rx) = mpsc::sync_channel::<Result<(), Error>>(1);
         let ended2 = ended.clone();
+        let listening = Arc::new(AtomicBool::new(false));
+        let calls_out = config.door.is_some() || config.tools.is_some() || !config.mounts.is_empty();
+        let listening2 = listening.clone();
         std::thread::Builder::new()
             .name("wasi-python-session".into())
             .stack_size(GUEST_THREAD_STACK)
@@ -206,7 +221,7 @@ impl Runtime {
                         return;
                     }
                 };
-                let end = live.serve(&rx, &limits, &ended2);
+                let end = live.serve(&rx, &limits, &ended2, &listening2);
                 ended2.lock().get_or_insert(end);
                 // The guest's open mount files reach their providers (Live's drop) before
                 // the channel closes: a `close()` waiting on it returns after them.
@@ -220,6 +235,8 @@ impl Runtime {
         Ok(Session {
             tx: Mutex::new(Some(tx)),
             busy: Arc::new(AtomicBool::new(false)),
+            listening,
+            calls_out,
             ended,
             born: crate::forks::generation(),
         })
@@ -243,11 +260,14 @@ impl Session {
     /// Starts a turn; refused if the session ended or another turn is running. The
     /// turn gets its own tool budget and record (the door's, reset as it starts).
     pub fn start_turn(&self, turn: Turn) -> Result<TurnHandle, SessionError> {
+        // (Should the session thread stop listening between this look and the send, the
+        // caller spins without yielding beside a woken thread: a rare, slower turn.)
+        let yielding = self.calls_out || !self.listening.load(Ordering::Acquire);
         let rrx = self.claim_and_send(|r| Cmd::Turn(turn, r)).map_err(|refused| match refused {
             Refused::Busy => SessionError::Busy,
             Refused::Ended(end) => SessionError::Ended(end),
         })?;
-        Ok(TurnHandle { rx: Mutex::new(rrx), busy: self.busy.clone(), spun: AtomicBool::new(false) })
+        Ok(TurnHandle { rx: Mutex::new(rrx), busy: self.busy.clone(), spun: AtomicBool::new(false), yielding })
     }
 
     /// Claims the session (one command at a time) and sends the command `make` builds
@@ -390,7 +410,15 @@ impl Live {
 
     /// Serves turns until the session ends. The end is written to `ended` before the
     /// turn that caused it is answered, so the caller sees it at once.
-    fn serve(&mut self, rx: &Receiver<Cmd>, limits: &SessionLimits, ended: &Mutex<Option<SessionEnd>>) -> SessionEnd {
+    fn serve(
+        &mut self,
+        rx: &Receiver<Cmd>,
+        limits: &SessionLimits,
+        ended: &Mutex<Option<SessionEnd>>,
+        listening: &AtomicBool,
+    ) -> SessionEnd {
+        let mut answered = Instant::now();
+        let mut spin_for_next = true;
         loop {
             let mut wait = limits.idle.unwrap_or(Duration::from_secs(u32::MAX as u64));
             let mut why = SessionEnd::Idle;
@@ -402,12 +430,23 @@ impl Live {
                 }
             }
             // The next turn of a program that runs turns one after another comes within
-            // microseconds: catch it without a sleep and wake-up.
-            let next = match crate::wait::try_recv_spinning(rx, NEXT_TURN_SPIN) {
-                Ok(cmd) => Ok(cmd),
-                Err(std::sync::mpsc::TryRecvError::Disconnected) => Err(RecvTimeoutError::Disconnected),
-                Err(std::sync::mpsc::TryRecvError::Empty) => rx.recv_timeout(wait),
+            // microseconds: catch it without a sleep and wake-up. A turn that came after
+            // a pause (an agent's, a person's) was most likely put on its caller's CPU
+            // when it woke this thread: spinning then would keep the caller, waiting
+            // for its answer, off that CPU (see `wait`), so after such a turn the thread
+            // sleeps at once, until turns come one after another again.
+            let spun = spin_for_next.then(|| {
+                listening.store(true, Ordering::Release);
+                let r = crate::wait::try_recv_spinning(rx, NEXT_TURN_SPIN, false);
+                listening.store(false, Ordering::Release);
+                r
+            });
+            let next = match spun {
+                Some(Ok(cmd)) => Ok(cmd),
+                Some(Err(std::sync::mpsc::TryRecvError::Disconnected)) => Err(RecvTimeoutError::Disconnected),
+                Some(Err(std::sync::mpsc::TryRecvError::Empty)) | None => rx.recv_timeout(wait),
             };
+            spin_for_next = answered.elapsed() < BACK_TO_BACK;
             match next {
                 Ok(Cmd::Turn(mut turn, reply)) => {
                     if let Some(life) = limits.lifetime {
@@ -426,6 +465,7 @@ impl Live {
                         *ended.lock() = Some(e.clone());
                     }
                     let _ = reply.send(Ok(done));
+                    answered = Instant::now();
                     if let Some(end) = end {
                         return end;
                     }
