@@ -4,9 +4,10 @@ concurrent runs and the memory after 200 runs, each measured with guests on stan
 (the default) and without (`WASI_PYTHON_STANDBY=0`), in alternating child processes so
 the two see the same machine. A program run again from the same image
 loads its code compiled once (crates/runtime/src/compiled.rs), so the rows marked "a new
-program each run" give what a program never run before costs.
+program each run" give what a program never run before costs. The rows "100 ms apart"
+give an agent's pace: after such a pause the machine's caches have forgotten the run.
 
-    .venv/bin/python tests/bench/fresh_bench.py            # about a minute on an idle machine
+    .venv/bin/python tests/bench/fresh_bench.py            # about two minutes on an idle machine
     .venv/bin/python tests/bench/fresh_bench.py --quick    # a smoke run
 
 Timings are measured, never asserted. p50 unless said. See docs/benchmarks.md.
@@ -33,37 +34,40 @@ def ok(d):
     assert d.exit_code == 0 and d.trapped is None, (d.exit_code, d.trapped, d.stderr[-500:])
     return d
 
-def settle():
-    # A pause, as between an agent's turns: the same with or without standby, and long
-    # enough for the next guest on standby to be made (about 1 ms here).
-    time.sleep(0.005)
+# Pauses before each timed run: 5 ms, long enough for the next guest on standby to be
+# made (about 1 ms here); 100 ms, an agent's pace (a model's reply takes longer still),
+# after which the machine's caches have forgotten the run: every step of it is slower.
+SPACED, AGENT_PACE = 0.005, 0.1
 
 programs = iter(range(10**9))
 
-def fresh(code, key, pause):
+def fresh(code, key, pause, k=n):
     # "{i}" in `code` makes each run's program new: a program run again from the same
     # image loads its code compiled once (crates/runtime/src/compiled.rs).
     for _ in range(20):
         ok(run(["-c", code.replace("{i}", str(next(programs)))]))
     xs = []
-    for _ in range(n):
+    for _ in range(k):
         program = code.replace("{i}", str(next(programs)))
         if pause:
-            settle()
+            time.sleep(pause)
         t = time.perf_counter()
         ok(run(["-c", program]))
         xs.append((time.perf_counter() - t) * 1e6)
     out[key] = xs
 
-fresh("print(1)", "fresh print(1), spaced", True)
-fresh("print(1)", "fresh print(1), back to back", False)
-fresh("print({i})", "fresh print(N), a new program each run, spaced", True)
-fresh("print({i})", "the same, back to back", False)
-fresh("import pandas as pd; print(pd.DataFrame({'a': [1, 2]}).a.sum())", "fresh pandas DataFrame sum, spaced", True)
+fresh("print(1)", "fresh print(1), spaced", SPACED)
+fresh("print(1)", "fresh print(1), back to back", 0)
+fresh("print({i})", "fresh print(N), a new program each run, spaced", SPACED)
+fresh("print({i})", "the same, back to back", 0)
+fresh("print({i})", "the same, 100 ms apart (an agent's pace)", AGENT_PACE, max(20, n // 10))
+fresh("import pandas as pd; print(pd.DataFrame({'a': [1, 2]}).a.sum())", "fresh pandas DataFrame sum, spaced", SPACED)
 
-def turns(s, code, k):
+def turns(s, code, k, pause=0):
     xs = []
     for _ in range(k):
+        if pause:
+            time.sleep(pause)
         t = time.perf_counter()
         s.run(code)
         xs.append((time.perf_counter() - t) * 1e6)
@@ -77,6 +81,7 @@ with Session() as s:
     # A block of statements ending in a compound one.
     block = "vals = [i * 2 for i in range(20)]\ntotal = sum(vals)\nif total > 10:\n    label = 'big'\nelse:\n    label = 'small'"
     out["session turn, a 6-line block"] = turns(s, block, n)
+    out["session turn 'y = x + 1', 100 ms apart"] = turns(s, "y = x + 1", max(20, n // 10), AGENT_PACE)
 
 @tool
 def echo(s: str) -> str:
