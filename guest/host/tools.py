@@ -594,10 +594,21 @@ def _load():
     return functions
 
 
-_functions = _load()
-__all__ = list(_functions)
-globals().update(_functions)
-del _functions
+def _discover():
+    """Asks the host for its tools and puts them in this module (and in __all__);
+    raises ImportError, changing nothing, when the host refuses or has none."""
+    global __all__
+    functions = _load()
+    __all__ = list(functions)
+    globals().update(functions)
+
+
+# A preload image's build executes this module ahead with _HOLD set, without asking
+# for tools: a run that imports it then only asks (_wasi_python_boot, `_hold`).
+if globals().pop("_HOLD", False):
+    __all__ = []  # until a run's import asks
+else:
+    _discover()
 
 
 def __getattr__(name):

@@ -85,17 +85,41 @@ BUNDLE_STATE = """
 import sys
 boot = sys.modules["_wasi_python_boot"]
 held = boot._bundle
-print(None if held is None else sorted({type(c).__name__ for c in held.values()}), "host" in sys.modules)
-from host import tools
-print(tools.__all__)
+print(None if held is None else sorted({type(c).__name__ for c in held.values()}))
+print(sorted(boot._held or ()), [m in sys.modules for m in ("host", "host.tools", "_host")])
+import host
+print(host._last_id, hasattr(host, "tools"))
+try:
+    from host import tools
+except ImportError as e:
+    print("ImportError", e)
+    try:
+        from host import tools
+    except ImportError as e:
+        print("ImportError again", "host.tools" in sys.modules)
+    raise SystemExit(0)
+print(tools.__all__, sys.modules["host.tools"] is (boot._held or {}).get("host.tools"))
+print([m in sys.modules for m in ("host", "host.tools", "_host", "binascii")], host.tools is tools, host._last_id)
 """
 
 
-def test_a_preload_image_holds_the_guest_package_unmarshalled_and_the_plain_start_reads_it_at_import():
+def test_a_preload_image_holds_the_guest_package_executed_and_the_plain_start_reads_it_at_import():
+    # The image holds `host` and `host.tools` executed by its build, out of sys.modules,
+    # each run's import asking for that run's tools; the plain start imports them anew.
+    # Both end the same but for the module objects' origin.
     fn = _fresh_function()
     done = run(["-c", BUNDLE_STATE], tools=[fn])
     assert done.exit_code == 0, done.stderr.decode()
-    assert done.stdout.decode().splitlines() == ["['code'] False", f"[{fn.__name__!r}]"]
+    after = ["0 False", f"[{fn.__name__!r}] True", "[True, True, True, True] True 1"]
+    assert done.stdout.decode().splitlines() == ["['code']", "['host', 'host.tools'] [False, False, False]", *after]
     plain = run(["-c", BUNDLE_STATE], tools=[fn], preload=())
     assert plain.exit_code == 0, plain.stderr.decode()
-    assert plain.stdout.decode().splitlines() == ["None False", f"[{fn.__name__!r}]"]
+    assert plain.stdout.decode().splitlines() == ["None", "[] [False, False, False]", after[0], after[1].replace("True", "False"), after[2]]
+    # No tools offered: the import fails, again when retried, and leaves no module.
+    for preload in (None, ()):
+        none = run(["-c", BUNDLE_STATE], preload=preload)
+        assert none.exit_code == 0, none.stderr.decode()
+        assert none.stdout.decode().splitlines()[-2:] == [
+            "ImportError this run has no tools: the embedder passed none",
+            "ImportError again False",
+        ]
