@@ -41,18 +41,18 @@ SPACED, AGENT_PACE = 0.005, 0.1
 
 programs = iter(range(10**9))
 
-def fresh(code, key, pause, k=n):
+def fresh(code, key, pause, k=n, **kw):
     # "{i}" in `code` makes each run's program new: a program run again from the same
     # image loads its code compiled once (crates/runtime/src/compiled.rs).
     for _ in range(20):
-        ok(run(["-c", code.replace("{i}", str(next(programs)))]))
+        ok(run(["-c", code.replace("{i}", str(next(programs)))], **kw))
     xs = []
     for _ in range(k):
         program = code.replace("{i}", str(next(programs)))
         if pause:
             time.sleep(pause)
         t = time.perf_counter()
-        ok(run(["-c", program]))
+        ok(run(["-c", program], **kw))
         xs.append((time.perf_counter() - t) * 1e6)
     out[key] = xs
 
@@ -62,6 +62,14 @@ fresh("print({i})", "fresh print(N), a new program each run, spaced", SPACED)
 fresh("print({i})", "the same, back to back", 0)
 fresh("print({i})", "the same, 100 ms apart (an agent's pace)", AGENT_PACE, max(20, n // 10))
 fresh("import pandas as pd; print(pd.DataFrame({'a': [1, 2]}).a.sum())", "fresh pandas DataFrame sum, spaced", SPACED)
+
+@tool
+def echo(s: str) -> str:
+    "Echoes."
+    return s
+
+# An agent's commonest run: its tools imported and one called.
+fresh("from host import tools\ntools.echo(s='{i}')", "fresh run calling one tool, spaced", SPACED, tools=[echo])
 
 def turns(s, code, k, pause=0):
     xs = []
@@ -82,11 +90,6 @@ with Session() as s:
     block = "vals = [i * 2 for i in range(20)]\ntotal = sum(vals)\nif total > 10:\n    label = 'big'\nelse:\n    label = 'small'"
     out["session turn, a 6-line block"] = turns(s, block, n)
     out["session turn 'y = x + 1', 100 ms apart"] = turns(s, "y = x + 1", max(20, n // 10), AGENT_PACE)
-
-@tool
-def echo(s: str) -> str:
-    "Echoes."
-    return s
 
 trip = '''
 import sys, time
