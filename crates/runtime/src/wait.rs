@@ -55,7 +55,7 @@ mod tests {
         answerer.join().unwrap();
         rustix::thread::sched_setaffinity(None, &mine).unwrap();
         assert_eq!(answer, Ok(()));
-        // A spin that never yields looks millions of times, until the scheduler takes
+        // A spin that never yields looks about 100,000 times, until the scheduler takes
         // its CPU away (milliseconds); a yielding one, until its first yields let the
         // new thread start and answer.
         assert!(empty < 10_000, "{empty} looks before the answer");
