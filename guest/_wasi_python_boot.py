@@ -52,13 +52,7 @@ def find_spec(name, path=None, target=None):
     if name != "host" and not name.startswith("host."):
         return None
     if _bundle is None:
-        try:
-            with open(_DIR + "/host.bundle", "rb") as f:
-                _bundle = marshal.loads(f.read())
-            if type(_bundle) is not dict:
-                _bundle = {}
-        except Exception:  # noqa: BLE001 - no bundle: the folder on sys.path serves
-            _bundle = {}
+        _bundle = _read_bundle()
     if name not in _bundle:
         return None
     package = name == "host"
@@ -73,6 +67,17 @@ def find_spec(name, path=None, target=None):
     if package:
         spec.submodule_search_locations = [where]
     return spec
+
+
+def _read_bundle():
+    """The bundle's {module name: marshalled code}; empty when there is none (the folder
+    on sys.path then serves)."""
+    try:
+        with open(_DIR + "/host.bundle", "rb") as f:
+            bundle = marshal.loads(f.read())
+    except Exception:  # noqa: BLE001 - no bundle, or not one
+        return {}
+    return bundle if type(bundle) is dict else {}
 
 
 def create_module(spec):
@@ -142,8 +147,7 @@ def _run_turn(text, name):
             return None
     compiled = _compiled_turn(text, name)
     if compiled is not None:
-        import linecache
-
+        linecache = sys.modules.get("linecache") or __import__("linecache")
         codes, expr = compiled
         scope = sys.modules["__main__"].__dict__
         for code in (*codes, expr) if expr is not None else codes:
@@ -477,9 +481,8 @@ def _bundle_loaded():
     the image's name follows the bundle (crates/runtime/src/snapshot.rs, `package_id`
     hashes the guest package's files)."""
     global _bundle
-    find_spec("host")
     try:
-        _bundle = {name: marshal.loads(code) for name, code in _bundle.items()}
+        _bundle = {name: marshal.loads(code) for name, code in _read_bundle().items()}
     except Exception:  # noqa: BLE001 - a damaged bundle: read as before, at import
         _bundle = None
 
@@ -603,15 +606,7 @@ def restore(env, workdir, reseed=True):
     # host's list, one `list` frame; a host without tools leaves it empty.
     tools = modules.get("host.tools")
     if tools is not None:
-        names = tools.__dict__
-        for name in names.get("__all__", ()):
-            names.pop(name, None)
-        try:
-            fresh = tools._load()
-        except ImportError:
-            fresh = {}
-        names["__all__"] = list(fresh)
-        names.update(fresh)
+        tools._discover(refused_empties=True)
     # matplotlib's config and cache folder keeps the name its import gave it (under the
     # build's HOME) but is not made in this run's HOME: a program that never plots must
     # leave no `.matplotlib` behind, as it would without the snapshot (README.md).

@@ -594,13 +594,24 @@ def _load():
     return functions
 
 
-def _discover():
-    """Asks the host for its tools and puts them in this module (and in __all__);
-    raises ImportError, changing nothing, when the host refuses or has none."""
+def _discover(refused_empties=False):
+    """Asks the host for its tools and puts them in this module (and in __all__), in
+    place of any it held (a session's snapshot resumed with another host refills the
+    module in place, so names bound to it see the new tools: _wasi_python_boot's
+    `restore`). When the host refuses or has none: ImportError, changing nothing; or,
+    with `refused_empties`, the module left with no tools."""
     global __all__
-    functions = _load()
+    try:
+        functions = _load()
+    except ImportError:
+        if not refused_empties:
+            raise
+        functions = {}
+    names = globals()
+    for name in names.get("__all__", ()):
+        names.pop(name, None)
     __all__ = list(functions)
-    globals().update(functions)
+    names.update(functions)
 
 
 # A preload image's build executes this module ahead with _HOLD set, without asking
