@@ -46,6 +46,7 @@ mod stop;
 mod tempdir;
 mod threads;
 mod wait;
+mod wake;
 
 pub use artifacts::{ARTIFACTS_ENV, Artifacts, DIST_COMMAND, MANIFEST_MAGIC};
 pub use call_threads::start_call_thread;

@@ -26,13 +26,16 @@ impl Runtime {
         self.start(config)?.wait()
     }
 
-    /// Starts a run on its own guest thread and returns at once.
+    /// Starts a run on its own guest thread and returns at once. For a caller that waits
+    /// for the end next ([`RunHandle::wait`]): the guest thread is woken on its CPU
+    /// (wake.rs).
     pub fn start(&self, config: RunConfig) -> Result<RunHandle, Error> {
         let cancel = config.cancel.clone();
         let (tx, rx) = std::sync::mpsc::sync_channel(1);
-        self.start_then(config, move |result| {
+        let then = move |result| {
             let _ = tx.send(result);
-        })?;
+        };
+        self.start_with(config, Box::new(then), true)?;
         Ok(RunHandle { rx: parking_lot::Mutex::new(rx), cancel })
     }
 
@@ -44,13 +47,19 @@ impl Runtime {
         config: RunConfig,
         then: impl FnOnce(Result<Completed, Error>) + Send + 'static,
     ) -> Result<(), Error> {
+        self.start_with(config, Box::new(then), false)
+    }
+
+    /// [`Runtime::start_then`]; `pull`: the caller waits for the end next, so the thread
+    /// that takes the run is woken on the caller's CPU (wake.rs).
+    fn start_with(&self, config: RunConfig, then: Then, pull: bool) -> Result<(), Error> {
         let grants = self.grants(&config)?;
         let (flavoured, origin) = self.flavour_for(&config)?;
         let (preloaded, clock) = (origin.restored(), origin.clock_start());
         // Programs compiled once per preload image (not per session snapshot: a session's
         // code may have changed what compiling does).
         let compiled = matches!(origin, Origin::Preload(..)).then(|| flavoured.compiled.clone());
-        let then: Arc<parking_lot::Mutex<Option<Then>>> = Arc::new(parking_lot::Mutex::new(Some(Box::new(then))));
+        let then: Arc<parking_lot::Mutex<Option<Then>>> = Arc::new(parking_lot::Mutex::new(Some(then)));
         let reporter = Reporter { then: then.clone(), _active: standby::Active::new() };
         let done: Done = Box::new(move |result| reporter.report(result));
         // A run that could take a guest on standby leaves one behind on its thread, once
@@ -64,7 +73,7 @@ impl Runtime {
                 let deadline = config.limits.deadline.and_then(|d| started.checked_add(d));
                 let (spec, offer) = go_spec(&config, compiled.as_ref());
                 let job = Box::new(Job { spec, offer, started, deadline, config, done });
-                match flavoured.standby.offer(job) {
+                match flavoured.standby.offer(job, pull) {
                     Ok(()) => return Ok(()),
                     Err(job) => {
                         let Job { spec, offer, config, done, .. } = *job;
@@ -78,12 +87,15 @@ impl Runtime {
         // A run from a snapshot asks for its spec with its first door call (`GO_TURN`).
         let go = preloaded.then(|| go.unwrap_or_else(|| go_spec(&config, compiled.as_ref())));
         let artifacts = self.artifacts().clone();
-        crate::threads::run_on_guest_thread(move || {
-            run_on_this_thread(&flavoured, &artifacts, config, grants, go, clock, done);
-            if let Some(s) = standby {
-                s.serve(&artifacts);
-            }
-        })
+        crate::threads::run_on_guest_thread(
+            move || {
+                run_on_this_thread(&flavoured, &artifacts, config, grants, go, clock, done);
+                if let Some(s) = standby {
+                    s.serve(&artifacts);
+                }
+            },
+            pull,
+        )
         .map_err(|e| {
             // No thread: `then` is not called (the dropped `done` finds it taken).
             then.lock().take();

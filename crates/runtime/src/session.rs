@@ -8,7 +8,7 @@
 
 use std::path::PathBuf;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU8, Ordering};
 use std::sync::mpsc::{self, Receiver, RecvTimeoutError, SyncSender};
 use std::time::{Duration, Instant};
 
@@ -119,12 +119,15 @@ enum Cmd {
 pub struct Session {
     tx: Mutex<Option<SyncSender<Cmd>>>,
     busy: Arc<AtomicBool>,
-    /// Whether the session thread is spinning for the next command (so it runs, on a
-    /// CPU of its own): then a turn's caller spins for the answer without yielding...
-    listening: Arc<AtomicBool>,
+    /// Whether the session thread is spinning for the next command ([`ASLEEP`],
+    /// [`ALONE`] or [`BESIDE`]). When it spins on a CPU of its own, a turn's caller spins
+    /// for the answer without yielding...
+    listening: Arc<AtomicU8>,
     /// ...unless the session's turns start threads of their own (tools, a door, mounts:
     /// each call runs on a new thread), which may be put on the caller's CPU.
     calls_out: bool,
+    /// The session thread, woken on the caller's CPU when it sleeps (wake.rs).
+    thread: Arc<crate::wake::Pullable>,
     ended: Arc<Mutex<Option<SessionEnd>>>,
     /// The fork generation it opened in (forks.rs): in a forked child its thread does
     /// not exist, and the session is closed there.
@@ -147,6 +150,12 @@ pub struct TurnHandle {
 const TURN_SPIN: Duration = Duration::from_micros(300);
 /// How long the session thread spins for the next command after one before it sleeps.
 const NEXT_TURN_SPIN: Duration = Duration::from_micros(100);
+/// The session thread waits for a command without spinning (or works).
+const ASLEEP: u8 = 0;
+/// It spins for the next command on a CPU of its own.
+const ALONE: u8 = 1;
+/// It spins on the CPU of the last turn's caller.
+const BESIDE: u8 = 2;
 /// A command that comes within this of the last turn's answer comes back to back: the
 /// session thread spins for the next one.
 const BACK_TO_BACK: Duration = Duration::from_millis(1);
@@ -204,13 +213,16 @@ impl Runtime {
         let ended = Arc::new(Mutex::new(None));
         let (ready_tx, ready_rx) = mpsc::sync_channel::<Result<(), Error>>(1);
         let ended2 = ended.clone();
-        let listening = Arc::new(AtomicBool::new(false));
+        let listening = Arc::new(AtomicU8::new(ASLEEP));
         let calls_out = config.door.is_some() || config.tools.is_some() || !config.mounts.is_empty();
         let listening2 = listening.clone();
+        let thread = Arc::new(crate::wake::Pullable::default());
+        let thread2 = thread.clone();
         std::thread::Builder::new()
             .name("wasi-python-session".into())
             .stack_size(GUEST_THREAD_STACK)
             .spawn(move || {
+                thread2.register();
                 let mut live = match Live::open(&prepared, &artifacts, &config, &grants, taker) {
                     Ok(l) => {
                         let _ = ready_tx.send(Ok(()));
@@ -221,7 +233,7 @@ impl Runtime {
                         return;
                     }
                 };
-                let end = live.serve(&rx, &limits, &ended2, &listening2);
+                let end = live.serve(&rx, &limits, &ended2, &listening2, &thread2);
                 ended2.lock().get_or_insert(end);
                 // The guest's open mount files reach their providers (Live's drop) before
                 // the channel closes: a `close()` waiting on it returns after them.
@@ -237,6 +249,7 @@ impl Runtime {
             busy: Arc::new(AtomicBool::new(false)),
             listening,
             calls_out,
+            thread,
             ended,
             born: crate::forks::generation(),
         })
@@ -262,7 +275,10 @@ impl Session {
     pub fn start_turn(&self, turn: Turn) -> Result<TurnHandle, SessionError> {
         // (Should the session thread stop listening between this look and the send, the
         // caller spins without yielding beside a woken thread: a rare, slower turn.)
-        let yielding = self.calls_out || !self.listening.load(Ordering::Acquire);
+        let listening = self.listening.load(Ordering::Acquire);
+        let yielding = self.calls_out || listening != ALONE;
+        // Asleep (or about to be), it is woken on this thread's CPU, which waits next.
+        self.thread.sending(listening == ASLEEP);
         let rrx = self.claim_and_send(|r| Cmd::Turn(turn, r)).map_err(|refused| match refused {
             Refused::Busy => SessionError::Busy,
             Refused::Ended(end) => SessionError::Ended(end),
@@ -415,7 +431,8 @@ impl Live {
         rx: &Receiver<Cmd>,
         limits: &SessionLimits,
         ended: &Mutex<Option<SessionEnd>>,
-        listening: &AtomicBool,
+        listening: &AtomicU8,
+        thread: &crate::wake::Pullable,
     ) -> SessionEnd {
         let mut answered = Instant::now();
         let mut spin_for_next = true;
@@ -436,9 +453,12 @@ impl Live {
             // for its answer, off that CPU (see `wait`), so after such a turn the thread
             // sleeps at once, until turns come one after another again.
             let spun = spin_for_next.then(|| {
-                listening.store(true, Ordering::Release);
-                let r = crate::wait::try_recv_spinning(rx, NEXT_TURN_SPIN, false);
-                listening.store(false, Ordering::Release);
+                // Beside the last turn's caller (woken on its CPU, wake.rs), the spin
+                // yields to it, and its spin to this one.
+                let beside = thread.beside_sender();
+                listening.store(if beside { BESIDE } else { ALONE }, Ordering::Release);
+                let r = crate::wait::try_recv_spinning(rx, NEXT_TURN_SPIN, beside);
+                listening.store(ASLEEP, Ordering::Release);
                 r
             });
             let next = match spun {
@@ -446,6 +466,7 @@ impl Live {
                 Some(Err(std::sync::mpsc::TryRecvError::Disconnected)) => Err(RecvTimeoutError::Disconnected),
                 Some(Err(std::sync::mpsc::TryRecvError::Empty)) | None => rx.recv_timeout(wait),
             };
+            thread.woken();
             spin_for_next = answered.elapsed() < BACK_TO_BACK;
             match next {
                 Ok(Cmd::Turn(mut turn, reply)) => {

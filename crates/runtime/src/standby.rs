@@ -149,10 +149,10 @@ impl Ready {
     }
 
     /// Hands `job` to a waiting guest whose memory its memory limit holds; gives the job
-    /// back if none takes it.
-    pub(crate) fn offer(&self, job: Box<Job>) -> Result<(), Box<Job>> {
+    /// back if none takes it. `pull`: the caller waits next (wake.rs).
+    pub(crate) fn offer(&self, job: Box<Job>, pull: bool) -> Result<(), Box<Job>> {
         let limit = job.config.limits.memory_bytes;
-        self.waiting.offer(job, |memory| *memory <= limit)
+        self.waiting.offer(job, |memory| *memory <= limit, pull)
     }
 
     /// Whether a guest waits: a run that finds none need not build a [`Job`].

@@ -15,6 +15,7 @@ use parking_lot::Mutex;
 
 use crate::engine::GUEST_THREAD_STACK;
 use crate::forks::Seen;
+use crate::wake::Sleeper;
 
 type Job = Box<dyn FnOnce() + Send>;
 
@@ -26,9 +27,10 @@ const IDLE_FOR: Duration = Duration::from_secs(30);
 /// Waiting threads, with the channel that hands each its next run.
 static IDLE: Waiters<Job, ()> = Waiters::new();
 
-/// Runs `job` on a waiting guest thread, or on a new one.
-pub(crate) fn run_on_guest_thread(job: impl FnOnce() + Send + 'static) -> std::io::Result<()> {
-    let Err(job) = IDLE.offer(Box::new(job), |_| true) else {
+/// Runs `job` on a waiting guest thread, or on a new one. `pull`: the caller waits next
+/// (wake.rs).
+pub(crate) fn run_on_guest_thread(job: impl FnOnce() + Send + 'static, pull: bool) -> std::io::Result<()> {
+    let Err(job) = IDLE.offer(Box::new(job), |_| true, pull) else {
         return Ok(());
     };
     std::thread::Builder::new()
@@ -55,11 +57,20 @@ fn serve(first: Job) {
 /// waiter that tires of waiting leaves the list, unless a job was handed to it
 /// meanwhile, which it then takes: no job is lost between the two.
 pub(crate) struct Waiters<T, K> {
-    list: Mutex<Vec<(u64, K, mpsc::SyncSender<T>)>>,
+    list: Mutex<Vec<Waiter<T, K>>>,
     ids: AtomicU64,
     /// In a forked child the list is the parent's, of threads the child does not have:
     /// forgotten at its first use there (forks.rs).
     seen: Seen,
+}
+
+/// One waiting thread: its key, the channel that hands it a job (and whether it was
+/// pulled to the waker's CPU), and where it sleeps (wake.rs).
+struct Waiter<T, K> {
+    id: u64,
+    key: K,
+    tx: mpsc::SyncSender<(T, bool)>,
+    sleeper: Option<Sleeper>,
 }
 
 impl<T, K> Waiters<T, K> {
@@ -68,7 +79,7 @@ impl<T, K> Waiters<T, K> {
     }
 
     /// The list, without the parent's waiters in a forked child.
-    fn list(&self) -> parking_lot::MutexGuard<'_, Vec<(u64, K, mpsc::SyncSender<T>)>> {
+    fn list(&self) -> parking_lot::MutexGuard<'_, Vec<Waiter<T, K>>> {
         let mut list = self.list.lock();
         if self.seen.stale() {
             list.clear();
@@ -77,20 +88,22 @@ impl<T, K> Waiters<T, K> {
     }
 
     /// Hands `job` to the most recent waiter whose key `fits`; gives it back if none
-    /// takes it.
-    pub(crate) fn offer(&self, mut job: T, fits: impl Fn(&K) -> bool) -> Result<(), T> {
+    /// takes it. `pull`: the calling thread waits next, so the waiter wakes on its CPU
+    /// (wake.rs).
+    pub(crate) fn offer(&self, mut job: T, fits: impl Fn(&K) -> bool, pull: bool) -> Result<(), T> {
         loop {
-            let tx = {
+            let waiter = {
                 let mut list = self.list();
-                match list.iter().rposition(|(_, key, _)| fits(key)) {
-                    Some(at) => list.remove(at).2,
+                match list.iter().rposition(|w| fits(&w.key)) {
+                    Some(at) => list.remove(at),
                     None => return Err(job),
                 }
             };
-            match tx.send(job) {
+            let pulled = pull && waiter.sleeper.as_ref().is_some_and(Sleeper::pull);
+            match waiter.tx.send((job, pulled)) {
                 Ok(()) => return Ok(()),
                 // That waiter is gone; try the next.
-                Err(mpsc::SendError(back)) => job = back,
+                Err(mpsc::SendError((back, _))) => job = back,
             }
         }
     }
@@ -101,31 +114,36 @@ impl<T, K> Waiters<T, K> {
     pub(crate) fn wait(&self, key: K, max: usize, idle: Duration, listed: impl FnOnce()) -> Option<T> {
         let id = self.ids.fetch_add(1, Ordering::Relaxed);
         let (tx, rx) = mpsc::sync_channel(1);
+        let sleeper = Sleeper::here();
         {
             let mut list = self.list();
             if list.len() >= max {
                 return None;
             }
-            list.push((id, key, tx));
+            list.push(Waiter { id, key, tx, sleeper });
         }
         listed();
-        match rx.recv_timeout(idle) {
-            Ok(job) => Some(job),
+        let (job, pulled) = match rx.recv_timeout(idle) {
+            Ok(got) => got,
             Err(_) => {
                 let mut list = self.list();
-                match list.iter().position(|(i, _, _)| *i == id) {
+                match list.iter().position(|w| w.id == id) {
                     Some(at) => {
                         list.remove(at);
-                        None
+                        return None;
                     }
                     // Taken meanwhile: its job is on the way (or it was cleared).
                     None => {
                         drop(list);
-                        rx.recv().ok()
+                        rx.recv().ok()?
                     }
                 }
             }
+        };
+        if pulled && let Some(s) = &sleeper {
+            s.release();
         }
+        Some(job)
     }
 
     /// How many wait.
@@ -151,7 +169,7 @@ mod tests {
 
     fn thread_of_a_job() -> std::thread::ThreadId {
         let (tx, rx) = mpsc::channel();
-        run_on_guest_thread(move || tx.send(std::thread::current().id()).unwrap()).unwrap();
+        run_on_guest_thread(move || tx.send(std::thread::current().id()).unwrap(), true).unwrap();
         let id = rx.recv().unwrap();
         // Wait until the thread has put itself back on the idle list.
         let until = std::time::Instant::now() + Duration::from_secs(10);
@@ -161,11 +179,28 @@ mod tests {
         id
     }
 
+    #[cfg(target_os = "linux")]
+    #[test]
+    fn a_waiter_pulled_to_the_offering_cpu_gets_its_cpus_back() {
+        let cpus = || rustix::thread::sched_getaffinity(None).unwrap();
+        let mine = cpus();
+        let w: std::sync::Arc<Waiters<u32, ()>> = std::sync::Arc::new(Waiters::new());
+        let w2 = w.clone();
+        let waiter = std::thread::spawn(move || (w2.wait((), 8, Duration::from_secs(10), || {}), cpus()));
+        while w.len() < 1 {
+            std::thread::yield_now();
+        }
+        assert_eq!(w.offer(5, |_| true, true), Ok(()));
+        let (job, after) = waiter.join().unwrap();
+        assert_eq!(job, Some(5));
+        assert_eq!(after, mine, "woken, it may run where it could before");
+    }
+
     #[test]
     fn a_job_goes_to_the_latest_waiter_it_fits_and_a_tired_or_cleared_waiter_leaves() {
         let w: std::sync::Arc<Waiters<u32, u64>> = std::sync::Arc::new(Waiters::new());
         let long = Duration::from_secs(10);
-        assert_eq!(w.offer(1, |_| true), Err(1), "no waiter: the job comes back");
+        assert_eq!(w.offer(1, |_| true, false), Err(1), "no waiter: the job comes back");
         let waiter = |key: u64| {
             let w = w.clone();
             std::thread::spawn(move || w.wait(key, 8, long, || {}))
@@ -179,7 +214,7 @@ mod tests {
             std::thread::yield_now();
         }
         // The latest waiter (20) does not fit; the one before it does.
-        assert_eq!(w.offer(7, |key| *key <= 15), Ok(()));
+        assert_eq!(w.offer(7, |key| *key <= 15, true), Ok(()));
         assert_eq!(small.join().unwrap(), Some(7));
         assert_eq!(w.wait(30, 1, long, || {}), None, "max reached: no wait");
         w.clear();
