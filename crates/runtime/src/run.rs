@@ -50,8 +50,10 @@ impl Runtime {
         self.start_with(config, Box::new(then), false)
     }
 
+
     /// [`Runtime::start_then`]; `pull`: the caller waits for the end next, so the thread
-    /// that takes the run is woken on the caller's CPU (wake.rs).
+    /// that takes the run is woken on the caller's CPU if no guest thread is at work
+    /// (wake.rs, threads.rs).
     fn start_with(&self, config: RunConfig, then: Then, pull: bool) -> Result<(), Error> {
         let grants = self.grants(&config)?;
         let (flavoured, origin) = self.flavour_for(&config)?;
@@ -60,6 +62,7 @@ impl Runtime {
         // code may have changed what compiling does).
         let compiled = matches!(origin, Origin::Preload(..)).then(|| flavoured.compiled.clone());
         let then: Arc<parking_lot::Mutex<Option<Then>>> = Arc::new(parking_lot::Mutex::new(Some(then)));
+        let pull = pull && crate::threads::all_idle();
         let reporter = Reporter { then: then.clone(), _active: standby::Active::new() };
         let done: Done = Box::new(move |result| reporter.report(result));
         // A run that could take a guest on standby leaves one behind on its thread, once

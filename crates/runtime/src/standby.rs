@@ -224,7 +224,10 @@ pub(crate) fn wait_for_run(
         return Err(wasmtime::format_err!("a guest on standby sent another frame first"));
     }
     let ready = &waiting.ready;
-    let Some(job) = ready.waiting.wait(memory_now, usize::MAX, IDLE_FOR, || ready.made()) else {
+    let idle = crate::threads::NotAtWork::now();
+    let job = ready.waiting.wait(memory_now, usize::MAX, IDLE_FOR, || ready.made());
+    drop(idle);
+    let Some(job) = job else {
         return Err(wasmtime::format_err!("no run came for the guest on standby, or it was retired"));
     };
     let Job { spec, offer, started, deadline, config, done } = *job;

@@ -8,7 +8,7 @@
 //! standby (standby.rs) wait on the same kind of list ([`Waiters`]).
 
 use std::sync::mpsc;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::time::Duration;
 
 use parking_lot::Mutex;
@@ -40,10 +40,40 @@ pub(crate) fn run_on_guest_thread(job: impl FnOnce() + Send + 'static, pull: boo
         .map(|_| ())
 }
 
+/// Guest threads at work: running a guest, dropping one or making one on standby (a
+/// guest on standby that waits for its run is not at work).
+static AT_WORK: AtomicUsize = AtomicUsize::new(0);
+
+/// Whether no guest thread is at work. Only then is a run's thread woken on its caller's
+/// CPU (wake.rs): a thread still dropping the last run's guest would be left behind the
+/// caller there, while the other CPUs idle. Runs back to back then piled up on one CPU,
+/// each on a new thread and pool slot: 200 runs ended with 280-500 MiB resident, not 80.
+pub(crate) fn all_idle() -> bool {
+    AT_WORK.load(Ordering::SeqCst) == 0
+}
+
+/// Counts this guest thread out of [`AT_WORK`] while it lives (a guest on standby's wait).
+pub(crate) struct NotAtWork(());
+
+impl NotAtWork {
+    pub(crate) fn now() -> NotAtWork {
+        AT_WORK.fetch_sub(1, Ordering::SeqCst);
+        NotAtWork(())
+    }
+}
+
+impl Drop for NotAtWork {
+    fn drop(&mut self) {
+        AT_WORK.fetch_add(1, Ordering::SeqCst);
+    }
+}
+
 fn serve(first: Job) {
     let mut job = first;
     loop {
+        AT_WORK.fetch_add(1, Ordering::SeqCst);
         job();
+        AT_WORK.fetch_sub(1, Ordering::SeqCst);
         match IDLE.wait((), MAX_IDLE, IDLE_FOR, || {}) {
             Some(next) => job = next,
             None => return,
