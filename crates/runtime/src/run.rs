@@ -50,7 +50,6 @@ impl Runtime {
         self.start_with(config, Box::new(then), false)
     }
 
-
     /// [`Runtime::start_then`]; `pull`: the caller waits for the end next, so the thread
     /// that takes the run is woken on the caller's CPU if no guest thread is at work
     /// (wake.rs, threads.rs).

@@ -278,8 +278,7 @@ impl Session {
         let listening = self.listening.load(Ordering::Acquire);
         let yielding = self.calls_out || listening != ALONE;
         // Asleep (or about to be), it is woken on this thread's CPU, which waits next.
-        self.thread.sending(listening == ASLEEP);
-        let rrx = self.claim_and_send(|r| Cmd::Turn(turn, r)).map_err(|refused| match refused {
+        let rrx = self.claim_and_send(|r| Cmd::Turn(turn, r), listening == ASLEEP).map_err(|refused| match refused {
             Refused::Busy => SessionError::Busy,
             Refused::Ended(end) => SessionError::Ended(end),
         })?;
@@ -288,8 +287,10 @@ impl Session {
 
     /// Claims the session (one command at a time) and sends the command `make` builds
     /// around a reply channel. On success the session stays claimed: whoever receives
-    /// the reply releases it.
-    fn claim_and_send<R>(&self, make: impl FnOnce(SyncSender<R>) -> Cmd) -> Result<mpsc::Receiver<R>, Refused> {
+    /// the reply releases it. `pull`: the session thread sleeps, and is woken on this
+    /// thread's CPU (wake.rs), once the session is claimed (never while it runs another
+    /// caller's turn).
+    fn claim_and_send<R>(&self, make: impl FnOnce(SyncSender<R>) -> Cmd, pull: bool) -> Result<mpsc::Receiver<R>, Refused> {
         if self.forked() {
             return Err(Refused::Ended(SessionEnd::Closed));
         }
@@ -303,6 +304,7 @@ impl Session {
             return Err(Refused::Ended(self.ended().unwrap_or(SessionEnd::Closed)));
         };
         let (rtx, rrx) = mpsc::sync_channel(1);
+        self.thread.sending(pull);
         if tx.send(make(rtx)).is_err() {
             // The session thread has ended (idle, lifetime, a trap, exit).
             *self.tx.lock() = None;
@@ -334,7 +336,7 @@ impl Session {
     /// and while the guest holds files open ([`SnapshotError::OpenFiles`]). The session
     /// goes on. Start sessions and runs from it with [`RunConfig::snapshot`].
     pub fn snapshot(&self) -> Result<Snapshot, SnapshotError> {
-        let rrx = self.claim_and_send(Cmd::Snapshot).map_err(|refused| match refused {
+        let rrx = self.claim_and_send(Cmd::Snapshot, false).map_err(|refused| match refused {
             Refused::Busy => SnapshotError::Busy,
             Refused::Ended(end) => SnapshotError::Ended(end),
         })?;
