@@ -72,18 +72,13 @@ static ACTIVE: AtomicUsize = AtomicUsize::new(0);
 /// Held by a fresh run from its start until its result is handed over (or it fails):
 /// while any is, no guest is made on standby, since its making would take a core from
 /// the runs (measured: 16 concurrent runs, 8-10 % fewer runs/s).
-pub(crate) struct Active(());
+pub(crate) struct Active {
+    _counted: crate::threads::Counted,
+}
 
 impl Active {
     pub(crate) fn new() -> Active {
-        ACTIVE.fetch_add(1, Ordering::SeqCst);
-        Active(())
-    }
-}
-
-impl Drop for Active {
-    fn drop(&mut self) {
-        ACTIVE.fetch_sub(1, Ordering::SeqCst);
+        Active { _counted: crate::threads::Counted::more(&ACTIVE) }
     }
 }
 
@@ -224,7 +219,7 @@ pub(crate) fn wait_for_run(
         return Err(wasmtime::format_err!("a guest on standby sent another frame first"));
     }
     let ready = &waiting.ready;
-    let idle = crate::threads::NotAtWork::now();
+    let idle = crate::threads::not_at_work();
     let job = ready.waiting.wait(memory_now, usize::MAX, IDLE_FOR, || ready.made());
     drop(idle);
     let Some(job) = job else {

@@ -54,27 +54,45 @@ pub(crate) fn all_idle() -> bool {
 }
 
 /// Counts this guest thread out of [`AT_WORK`] while it lives (a guest on standby's wait).
-pub(crate) struct NotAtWork(());
+pub(crate) fn not_at_work() -> Counted {
+    Counted::less(&AT_WORK)
+}
 
-impl NotAtWork {
-    pub(crate) fn now() -> NotAtWork {
-        AT_WORK.fetch_sub(1, Ordering::SeqCst);
-        NotAtWork(())
+/// While it lives, a process-wide count holds one more ([`Counted::more`]) or one less
+/// ([`Counted::less`]).
+pub(crate) struct Counted {
+    count: &'static AtomicUsize,
+    more: bool,
+}
+
+impl Counted {
+    pub(crate) fn more(count: &'static AtomicUsize) -> Counted {
+        count.fetch_add(1, Ordering::SeqCst);
+        Counted { count, more: true }
+    }
+
+    pub(crate) fn less(count: &'static AtomicUsize) -> Counted {
+        count.fetch_sub(1, Ordering::SeqCst);
+        Counted { count, more: false }
     }
 }
 
-impl Drop for NotAtWork {
+impl Drop for Counted {
     fn drop(&mut self) {
-        AT_WORK.fetch_add(1, Ordering::SeqCst);
+        if self.more {
+            self.count.fetch_sub(1, Ordering::SeqCst);
+        } else {
+            self.count.fetch_add(1, Ordering::SeqCst);
+        }
     }
 }
 
 fn serve(first: Job) {
     let mut job = first;
     loop {
-        AT_WORK.fetch_add(1, Ordering::SeqCst);
+        let at_work = Counted::more(&AT_WORK);
         job();
-        AT_WORK.fetch_sub(1, Ordering::SeqCst);
+        drop(at_work);
         match IDLE.wait((), MAX_IDLE, IDLE_FOR, || {}) {
             Some(next) => job = next,
             None => return,
