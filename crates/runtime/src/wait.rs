@@ -46,9 +46,7 @@ mod tests {
         // This thread and the one it starts (which inherits the mask) share one CPU.
         let mine = rustix::thread::sched_getaffinity(None).unwrap();
         let cpu = (0..rustix::thread::CpuSet::MAX_CPU).find(|&c| mine.is_set(c)).unwrap();
-        let mut one = rustix::thread::CpuSet::new();
-        one.set(cpu);
-        rustix::thread::sched_setaffinity(None, &one).unwrap();
+        rustix::thread::sched_setaffinity(None, &crate::wake::only(cpu)).unwrap();
         let (tx, rx) = std::sync::mpsc::channel();
         let answerer = std::thread::spawn(move || tx.send(()).unwrap());
         let (answer, empty) = spin_counting(&rx, Duration::from_secs(20), true);

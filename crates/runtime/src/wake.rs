@@ -45,9 +45,7 @@ impl Sleeper {
         if !self.cpus.is_set(cpu) {
             return false;
         }
-        let mut one = rustix::thread::CpuSet::new();
-        one.set(cpu);
-        rustix::thread::sched_setaffinity(Some(self.thread), &one).is_ok()
+        rustix::thread::sched_setaffinity(Some(self.thread), &only(cpu)).is_ok()
     }
 
     #[cfg(not(target_os = "linux"))]
@@ -78,6 +76,14 @@ pub(crate) fn this_cpu() -> Option<usize> {
     return Some(rustix::thread::sched_getcpu());
     #[cfg(not(target_os = "linux"))]
     None
+}
+
+/// The set of the one CPU `cpu`.
+#[cfg(target_os = "linux")]
+pub(crate) fn only(cpu: usize) -> rustix::thread::CpuSet {
+    let mut one = rustix::thread::CpuSet::new();
+    one.set(cpu);
+    one
 }
 
 /// A thread that waits for one command after another (a session's), pulled by the
@@ -154,16 +160,14 @@ mod tests {
     /// The CPU a sleeper woke on, and the CPUs it may run on once released.
     type Woken = std::thread::JoinHandle<(usize, Vec<usize>)>;
 
-    /// A sleeper on its own thread (only on `only`, if given): sends itself, waits for
+    /// A sleeper on its own thread (only on CPU `pinned`, if given): sends itself, waits for
     /// the word (whether it was pulled), then reports where it woke and may run.
-    fn sleeper(only: Option<usize>) -> (Sleeper, mpsc::Sender<bool>, Woken) {
+    fn sleeper(pinned: Option<usize>) -> (Sleeper, mpsc::Sender<bool>, Woken) {
         let (stx, srx) = mpsc::channel();
         let (wtx, wrx) = mpsc::channel::<bool>();
         let handle = std::thread::spawn(move || {
-            if let Some(cpu) = only {
-                let mut one = rustix::thread::CpuSet::new();
-                one.set(cpu);
-                rustix::thread::sched_setaffinity(None, &one).unwrap();
+            if let Some(cpu) = pinned {
+                rustix::thread::sched_setaffinity(None, &only(cpu)).unwrap();
             }
             let me = Sleeper::here().unwrap();
             stx.send(me).unwrap();
@@ -184,9 +188,7 @@ mod tests {
         let before = allowed(&s.cpus);
         // Pin the waker too, so the CPU it names is still its own when it wakes the sleeper.
         let here = rustix::thread::sched_getcpu();
-        let mut one = rustix::thread::CpuSet::new();
-        one.set(here);
-        rustix::thread::sched_setaffinity(None, &one).unwrap();
+        rustix::thread::sched_setaffinity(None, &only(here)).unwrap();
         assert!(s.pull(), "the sleeper may run on every CPU this thread may");
         let pulled = allowed(&rustix::thread::sched_getaffinity(Some(s.thread)).unwrap());
         wake.send(true).unwrap();
@@ -214,9 +216,7 @@ mod tests {
         });
         ready_rx.recv().unwrap();
         let here = rustix::thread::sched_getcpu();
-        let mut one = rustix::thread::CpuSet::new();
-        one.set(here);
-        rustix::thread::sched_setaffinity(None, &one).unwrap();
+        rustix::thread::sched_setaffinity(None, &only(here)).unwrap();
         thread.sending(true);
         tx.send(()).unwrap();
         let (woke_on, beside, after) = handle.join().unwrap();
@@ -234,9 +234,7 @@ mod tests {
             // One CPU: nothing else to sleep on, so nothing to check.
             return;
         };
-        let mut one = rustix::thread::CpuSet::new();
-        one.set(here);
-        rustix::thread::sched_setaffinity(None, &one).unwrap();
+        rustix::thread::sched_setaffinity(None, &only(here)).unwrap();
         let (s, wake, handle) = sleeper(Some(elsewhere));
         let pulled = s.pull();
         wake.send(pulled).unwrap();
