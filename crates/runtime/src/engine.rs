@@ -480,7 +480,11 @@ fn compile_and_cache(engine: &Engine, path: &Path, wasm: &[u8]) -> Result<Module
     }
     // Write-then-rename, so a concurrent process never loads half a file.
     let tmp = cached::temp_path(path);
-    std::fs::write(&tmp, &compiled).map_err(|e| Error::io(format!("writing {}", tmp.display()), e))?;
+    let written = cached::write_in_blocks(&tmp, &compiled);
+    if let Err(e) = written {
+        let _ = std::fs::remove_file(&tmp);
+        return Err(Error::io(format!("writing {}", tmp.display()), e));
+    }
     drop(compiled);
     cached::seal(&tmp, path, cached::Origin::Compiled)?;
     load_cached(engine, path)
