@@ -10,8 +10,8 @@
 //! maps the whole folio it lands in. Written in 1 MiB pieces, or read back by
 //! readahead after the page cache dropped them, they come in folios of up to 2 MiB on
 //! Linux 6.18 with ext4; every slot then mapped 42-50 MiB of the 82 MiB image for the
-//! few MiB its guest reads, and a process's peak RSS after 200 runs was 183-232 MiB
-//! against 68-89 (docs/benchmarks.md, tenth pass). The memory they take is the same
+//! few MiB its guest reads, and a process's peak RSS after 200 runs was 183-275 MiB
+//! against 68-78 (docs/benchmarks.md, tenth pass). The memory they take is the same
 //! either way (the page cache is shared), and so is the run's speed.
 
 use std::fs::File;
@@ -85,13 +85,20 @@ pub fn check(path: &Path) -> Option<Origin> {
     let len: u64 = words.next()?.parse().ok()?;
     let crc = u32::from_str_radix(words.next()?, 16).ok()?;
     let origin = Origin::parse(words.next()?)?;
-    let file = File::open(path).ok()?;
+    let file = open_for_reading_whole(path).ok()?;
     if file.metadata().ok()?.len() != len {
         return None;
     }
+    (crc_of(file).ok()? == (crc, len)).then_some(origin)
+}
+
+/// Opens a cache file to read it whole, without readahead: what the read brings into the
+/// page cache comes in small folios (above).
+pub(crate) fn open_for_reading_whole(path: &Path) -> io::Result<File> {
+    let file = File::open(path)?;
     // Only advice: where it fails or means nothing, the file is read as before.
     let _ = rustix::fs::fadvise(&file, 0, None, rustix::fs::Advice::Random);
-    (crc_of(file).ok()? == (crc, len)).then_some(origin)
+    Ok(file)
 }
 
 /// Moves the finished `tmp` to `path` and writes its sidecar: the file first, so a
@@ -283,13 +290,19 @@ pub(crate) mod tests {
         assert_eq!(unpack(&[ship_dir], &d.join("cache").join("b.cwasm")), Ok(false));
     }
 
+    /// `bytes` as the compiled cache file `f` in `d`, sealed.
+    fn sealed(d: &Path, bytes: &[u8]) -> PathBuf {
+        let path = d.join("f");
+        let tmp = temp_path(&path);
+        std::fs::write(&tmp, bytes).unwrap();
+        seal(&tmp, &path, Origin::Compiled).unwrap();
+        path
+    }
+
     #[test]
     fn a_damaged_cache_file_fails_its_check() {
         let d = tempdir();
-        let path = d.join("f");
-        let tmp = temp_path(&path);
-        std::fs::write(&tmp, body()).unwrap();
-        seal(&tmp, &path, Origin::Compiled).unwrap();
+        let path = sealed(&d, &body());
         assert_eq!(check(&path), Some(Origin::Compiled));
         // Same length, one byte changed.
         let mut b = body();
@@ -390,10 +403,7 @@ pub(crate) mod tests {
     #[test]
     fn a_checked_file_comes_back_into_the_page_cache_in_small_folios() {
         let d = tempdir();
-        let path = d.join("f");
-        let tmp = temp_path(&path);
-        std::fs::write(&tmp, noise()).unwrap();
-        seal(&tmp, &path, Origin::Compiled).unwrap();
+        let path = sealed(&d, &noise());
         // Out of the page cache, as after a reboot or memory pressure (written back first:
         // dirty pages stay).
         let file = File::open(&path).unwrap();

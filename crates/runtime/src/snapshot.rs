@@ -75,7 +75,8 @@ impl Image {
         let h = match read {
             Some(h) => h,
             None => {
-                let mut f = std::fs::File::open(&self.path).map_err(|e| Error::io(format!("opening {}", self.path.display()), e))?;
+                let mut f = cached::open_for_reading_whole(&self.path)
+                    .map_err(|e| Error::io(format!("opening {}", self.path.display()), e))?;
                 let mut h = Sha256::new();
                 std::io::copy(&mut f, &mut h).map_err(|e| Error::io(format!("reading {}", self.path.display()), e))?;
                 let h: [u8; 32] = h.finalize().into();
