@@ -6,7 +6,8 @@
 //! A `pthread_atfork` child handler counts forks ([`generation`]); each list compares the
 //! count with its own where it is used, and the child forgets, never removes, what its
 //! parent left: jobs go only to threads of this process, the ticker is started again, and
-//! no folder is shared with, or removed from under, the parent. The handler only
+//! no folder is shared with, or removed from under, the parent. The counts of what threads
+//! hold ([`Count`]) start again from zero in the child. The handler only
 //! increments an atomic, which is safe between `fork` and the child's next steps; the
 //! lists are mended lazily, by threads of the child, under their own locks.
 #![allow(
@@ -56,6 +57,84 @@ impl Seen {
     }
 }
 
+/// A process-wide count of what this process's threads hold (guest threads at work, runs
+/// in progress), which a forked child starts again from zero: the threads that held its
+/// parent's share are not in it. Its generation and its count share one word, so a
+/// change can never pair a count with the wrong generation.
+#[derive(Debug)]
+pub(crate) struct Count(AtomicU64);
+
+impl Count {
+    pub(crate) const fn new() -> Count {
+        Count(AtomicU64::new(0))
+    }
+
+    /// How many hold it in this process (negative only while a [`Counted::less`] is held
+    /// by a thread no [`Counted::more`] counts).
+    pub(crate) fn get(&self) -> i64 {
+        self.get_at(generation())
+    }
+
+    fn get_at(&self, now: u64) -> i64 {
+        match split(self.0.load(Ordering::SeqCst)) {
+            (g, n) if g == now as u32 => i64::from(n),
+            _ => 0,
+        }
+    }
+
+    fn add_at(&self, now: u64, delta: i32) {
+        let now = now as u32;
+        let _ = self.0.fetch_update(Ordering::SeqCst, Ordering::SeqCst, |word| {
+            let (g, n) = split(word);
+            let n = if g == now { n } else { 0 };
+            Some((u64::from(now) << 32) | u64::from(n.wrapping_add(delta) as u32))
+        });
+    }
+}
+
+/// (generation, count) of a [`Count`]'s word.
+fn split(word: u64) -> (u32, i32) {
+    ((word >> 32) as u32, word as u32 as i32)
+}
+
+/// While it lives, a [`Count`] holds one more ([`Counted::more`]) or one less
+/// ([`Counted::less`]) in the process that made it; dropped in a forked child, it changes
+/// nothing there.
+#[derive(Debug)]
+pub(crate) struct Counted {
+    count: &'static Count,
+    delta: i32,
+    generation: u64,
+}
+
+impl Counted {
+    pub(crate) fn more(count: &'static Count) -> Counted {
+        Counted::at(count, 1, generation())
+    }
+
+    pub(crate) fn less(count: &'static Count) -> Counted {
+        Counted::at(count, -1, generation())
+    }
+
+    fn at(count: &'static Count, delta: i32, now: u64) -> Counted {
+        count.add_at(now, delta);
+        Counted { count, delta, generation: now }
+    }
+
+    fn end_at(&mut self, now: u64) {
+        if now == self.generation && self.delta != 0 {
+            self.count.add_at(now, -self.delta);
+        }
+        self.delta = 0;
+    }
+}
+
+impl Drop for Counted {
+    fn drop(&mut self) {
+        self.end_at(generation());
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -70,5 +149,32 @@ mod tests {
         assert!(!seen.stale_at(1), "then not again");
         assert!(other.stale_at(1) && !other.stale_at(1), "each list hears it itself");
         assert!(seen.stale_at(2), "and again after the next fork");
+    }
+
+    // Against explicit generations, as above.
+    #[test]
+    fn a_forked_child_counts_only_what_its_own_threads_hold() {
+        static HELD: Count = Count::new();
+        let mut parents = Counted::at(&HELD, 1, 0);
+        let mut waiting = Counted::at(&HELD, -1, 0);
+        let mut busy = Counted::at(&HELD, 1, 0);
+        assert_eq!(HELD.get_at(0), 1);
+        // Forked: the child's own threads count from zero.
+        assert_eq!(HELD.get_at(1), 0, "the parent's threads are not in the child");
+        let mut childs = Counted::at(&HELD, 1, 1);
+        assert_eq!(HELD.get_at(1), 1);
+        busy.end_at(1); // held across the fork by the thread that forked, ended in the child
+        assert_eq!(HELD.get_at(1), 1, "a guard from before the fork changes nothing");
+        childs.end_at(1);
+        assert_eq!(HELD.get_at(1), 0);
+        let mut less = Counted::at(&HELD, -1, 1);
+        assert_eq!(HELD.get_at(1), -1, "a count below zero stays a count");
+        less.end_at(1);
+        assert_eq!(HELD.get_at(1), 0);
+        // The parent's other guards end with their threads, which the child does not run.
+        for g in [&mut parents, &mut waiting] {
+            g.end_at(1);
+        }
+        assert_eq!(HELD.get_at(1), 0);
     }
 }

@@ -8,13 +8,13 @@
 //! standby (standby.rs) wait on the same kind of list ([`Waiters`]).
 
 use std::sync::mpsc;
-use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
 use parking_lot::Mutex;
 
 use crate::engine::GUEST_THREAD_STACK;
-use crate::forks::Seen;
+use crate::forks::{Count, Counted, Seen};
 use crate::wake::Sleeper;
 
 type Job = Box<dyn FnOnce() + Send>;
@@ -42,7 +42,7 @@ pub(crate) fn run_on_guest_thread(job: impl FnOnce() + Send + 'static, pull: boo
 
 /// Guest threads at work: running a guest, dropping one or making one on standby (a
 /// guest on standby that waits for its run is not at work).
-static AT_WORK: AtomicUsize = AtomicUsize::new(0);
+static AT_WORK: Count = Count::new();
 
 /// Whether no guest thread is at work. Only then is a run's thread woken on its caller's
 /// CPU (wake.rs): a thread still dropping the last run's guest would be left behind the
@@ -50,41 +50,12 @@ static AT_WORK: AtomicUsize = AtomicUsize::new(0);
 /// each on a new thread and pool slot: 200 runs ended with 322-511 MiB resident, against
 /// 184-231 without the pull.
 pub(crate) fn all_idle() -> bool {
-    AT_WORK.load(Ordering::SeqCst) == 0
+    AT_WORK.get() <= 0
 }
 
 /// Counts this guest thread out of [`AT_WORK`] while it lives (a guest on standby's wait).
 pub(crate) fn not_at_work() -> Counted {
     Counted::less(&AT_WORK)
-}
-
-/// While it lives, a process-wide count holds one more ([`Counted::more`]) or one less
-/// ([`Counted::less`]).
-pub(crate) struct Counted {
-    count: &'static AtomicUsize,
-    more: bool,
-}
-
-impl Counted {
-    pub(crate) fn more(count: &'static AtomicUsize) -> Counted {
-        count.fetch_add(1, Ordering::SeqCst);
-        Counted { count, more: true }
-    }
-
-    pub(crate) fn less(count: &'static AtomicUsize) -> Counted {
-        count.fetch_sub(1, Ordering::SeqCst);
-        Counted { count, more: false }
-    }
-}
-
-impl Drop for Counted {
-    fn drop(&mut self) {
-        if self.more {
-            self.count.fetch_sub(1, Ordering::SeqCst);
-        } else {
-            self.count.fetch_add(1, Ordering::SeqCst);
-        }
-    }
 }
 
 fn serve(first: Job) {
