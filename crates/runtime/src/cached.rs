@@ -13,12 +13,23 @@
 //! few MiB its guest reads, and a process's peak RSS after 200 runs was 183-275 MiB
 //! against 68-78 (docs/benchmarks.md, tenth pass). The memory they take is the same
 //! either way (the page cache is shared), and so is the run's speed.
+//!
+//! The folder does not grow without end: each check marks its file used (the sidecar's
+//! modification time, at most once a day), and each new file's sealing removes the files
+//! unused for [`UNUSED_FOR`] (an older version's compiled guest and images, which nothing
+//! reads again).
 
 use std::fs::File;
 use std::io::{self, Read, Seek, SeekFrom, Write};
 use std::path::{Path, PathBuf};
+use std::time::{Duration, SystemTime};
 
 use crate::Error;
+
+/// How long a cache file may go unused before a new file's sealing removes it ([`seal`]).
+pub(crate) const UNUSED_FOR: Duration = Duration::from_secs(30 * 24 * 3600);
+/// How often a file's use is marked at most ([`check`]): a write to its sidecar's inode.
+const MARK_EVERY: Duration = Duration::from_secs(24 * 3600);
 
 /// The first line of a shipped folder's `COMPILED` list.
 pub const COMPILED_MAGIC: &str = "wasi-python-compiled 1";
@@ -79,17 +90,67 @@ fn crc_of(mut r: impl Read) -> io::Result<(u32, u64)> {
 /// The origin of the file at `path` if it is whole: its sidecar exists and names the
 /// file's length and CRC-32. Reads the whole file (about 30 ms for the compiled guest),
 /// without readahead: what it brings into the page cache comes in small folios (above).
+/// A whole file is marked used (above).
 pub fn check(path: &Path) -> Option<Origin> {
-    let side = std::fs::read_to_string(sidecar(path)).ok()?;
-    let mut words = side.split_whitespace();
-    let len: u64 = words.next()?.parse().ok()?;
-    let crc = u32::from_str_radix(words.next()?, 16).ok()?;
-    let origin = Origin::parse(words.next()?)?;
+    let side = sidecar(path);
+    let (len, crc, origin) = read_sidecar(&side)?;
     let file = open_for_reading_whole(path).ok()?;
     if file.metadata().ok()?.len() != len {
         return None;
     }
-    (crc_of(file).ok()? == (crc, len)).then_some(origin)
+    (crc_of(file).ok()? == (crc, len)).then(|| {
+        mark_used(&side, SystemTime::now());
+        origin
+    })
+}
+
+/// A sidecar's (length, CRC-32, origin); `None` if it is missing or not one of ours.
+fn read_sidecar(side: &Path) -> Option<(u64, u32, Origin)> {
+    let text = std::fs::read_to_string(side).ok()?;
+    let mut words = text.split_whitespace();
+    let len: u64 = words.next()?.parse().ok()?;
+    let crc = u32::from_str_radix(words.next()?, 16).ok()?;
+    let origin = Origin::parse(words.next()?)?;
+    words.next().is_none().then_some((len, crc, origin))
+}
+
+/// Sets the sidecar's modification time to `now` unless it was set less than
+/// [`MARK_EVERY`] before. Best effort: a cache folder this process may not write is
+/// only never pruned of this file.
+fn mark_used(side: &Path, now: SystemTime) {
+    let Ok(marked) = std::fs::metadata(side).and_then(|m| m.modified()) else { return };
+    if now.duration_since(marked).is_ok_and(|d| d >= MARK_EVERY) {
+        let _ = File::options().append(true).open(side).and_then(|f| f.set_modified(now));
+    }
+}
+
+/// Removes from `dir` each cache file whose use was last marked [`UNUSED_FOR`] or more
+/// before `now` (but `keep`): its sidecar first (a file without one is never served),
+/// then the file and what may lie beside it (an image's `.sha256` and `.lock`). Only
+/// `.cwasm` and `.img` files with a sidecar of ours are looked at. Best effort; a
+/// process that has such a file mapped keeps its mapping. Returns how many it removed.
+fn prune(dir: &Path, keep: &Path, now: SystemTime) -> usize {
+    let Ok(entries) = std::fs::read_dir(dir) else { return 0 };
+    let mut removed = 0;
+    for entry in entries.flatten() {
+        let side = entry.path();
+        let Some(file) = side.to_str().and_then(|s| s.strip_suffix(".sum")).map(PathBuf::from) else { continue };
+        let ours = matches!(file.extension().and_then(|e| e.to_str()), Some("cwasm" | "img"));
+        if !ours || file == keep || read_sidecar(&side).is_none() {
+            continue;
+        }
+        let unused = entry
+            .metadata()
+            .and_then(|m| m.modified())
+            .is_ok_and(|marked| now.duration_since(marked).is_ok_and(|d| d >= UNUSED_FOR));
+        if unused && std::fs::remove_file(&side).is_ok() {
+            for beside in [file.clone(), file.with_extension("sha256"), file.with_extension("lock")] {
+                let _ = std::fs::remove_file(beside);
+            }
+            removed += 1;
+        }
+    }
+    removed
 }
 
 /// Opens a cache file to read it whole, without readahead: what the read brings into the
@@ -109,7 +170,11 @@ pub(crate) fn seal(tmp: &Path, path: &Path, origin: Origin) -> Result<(), Error>
     let side = sidecar(path);
     let _ = std::fs::remove_file(&side);
     std::fs::rename(tmp, path).map_err(|e| io("renaming", tmp, e))?;
-    write_whole(&side, format!("{len} {crc:08x} {}\n", origin.as_str()).as_bytes()).map_err(|e| io("writing", &side, e))
+    write_whole(&side, format!("{len} {crc:08x} {}\n", origin.as_str()).as_bytes()).map_err(|e| io("writing", &side, e))?;
+    if let Some(dir) = path.parent() {
+        prune(dir, path, SystemTime::now());
+    }
+    Ok(())
 }
 
 /// Writes `bytes` to `path` whole: to a temporary file beside it, then renamed over it,
@@ -337,6 +402,74 @@ pub(crate) mod tests {
         assert!(unpack(&[d.to_path_buf()], &path).is_err());
         assert!(!path.exists());
         assert!(std::fs::read_dir(d.join("cache")).unwrap().next().is_none(), "no temporary file is left");
+    }
+
+    fn set_marked(path: &Path, at: SystemTime) {
+        File::options().append(true).open(sidecar(path)).unwrap().set_modified(at).unwrap();
+    }
+
+    fn marked(path: &Path) -> SystemTime {
+        std::fs::metadata(sidecar(path)).unwrap().modified().unwrap()
+    }
+
+    const DAY: Duration = Duration::from_secs(24 * 3600);
+
+    #[test]
+    fn a_check_marks_its_file_used_at_most_once_a_day() {
+        let d = tempdir();
+        let path = sealed(&d, &body());
+        let hour_ago = SystemTime::now() - Duration::from_secs(3600);
+        set_marked(&path, hour_ago);
+        assert_eq!(check(&path), Some(Origin::Compiled));
+        assert_eq!(marked(&path), hour_ago, "marked less than a day ago: not written again");
+        set_marked(&path, SystemTime::now() - 2 * DAY);
+        assert_eq!(check(&path), Some(Origin::Compiled));
+        assert!(marked(&path) > hour_ago, "marked two days ago: marked now");
+        // A damaged file is not marked.
+        set_marked(&path, SystemTime::now() - 2 * DAY);
+        std::fs::write(&path, &body()[..100]).unwrap();
+        assert_eq!(check(&path), None);
+        assert!(marked(&path) < hour_ago);
+    }
+
+    #[test]
+    fn sealing_a_file_removes_the_cache_files_unused_for_thirty_days() {
+        let d = tempdir();
+        let seal_as = |name: &str, bytes: &[u8]| {
+            let path = d.join(name);
+            let tmp = temp_path(&path);
+            std::fs::write(&tmp, bytes).unwrap();
+            seal(&tmp, &path, Origin::Built).unwrap();
+            path
+        };
+        let old = seal_as("old.img", &body());
+        for beside in ["old.sha256", "old.lock"] {
+            std::fs::write(d.join(beside), b"").unwrap();
+        }
+        let recent = seal_as("recent.cwasm", &body());
+        let other = d.join("notes.txt");
+        std::fs::write(&other, b"not ours").unwrap();
+        std::fs::write(d.join("notes.txt.sum"), b"3 00000000 built\n").unwrap();
+        let foreign = d.join("x.img");
+        std::fs::write(&foreign, b"abc").unwrap();
+        std::fs::write(d.join("x.img.sum"), b"another tool's sidecar\n").unwrap();
+        let now = SystemTime::now();
+        set_marked(&old, now - 31 * DAY);
+        set_marked(&recent, now - 29 * DAY);
+        set_marked(&other, now - 31 * DAY);
+        set_marked(&foreign, now - 31 * DAY);
+        let new = seal_as("new.cwasm", &body());
+        let left: std::collections::BTreeSet<String> =
+            std::fs::read_dir(&*d).unwrap().map(|e| e.unwrap().file_name().to_string_lossy().into_owned()).collect();
+        let want = ["new.cwasm", "new.cwasm.sum", "notes.txt", "notes.txt.sum", "recent.cwasm", "recent.cwasm.sum", "x.img", "x.img.sum"];
+        assert_eq!(left, want.iter().map(|s| (*s).to_owned()).collect());
+        assert_eq!(check(&new), Some(Origin::Built));
+        assert_eq!(check(&recent), Some(Origin::Built));
+        // The file being sealed is kept however its mark reads.
+        set_marked(&recent, now - 31 * DAY);
+        set_marked(&new, now - 40 * DAY);
+        assert_eq!(prune(&d, &new, now), 1);
+        assert!(!recent.exists() && new.exists());
     }
 
     /// 64 MiB that no 4 KiB block of zeros leaves a hole in.
