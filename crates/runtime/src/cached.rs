@@ -27,7 +27,7 @@ use std::time::{Duration, SystemTime};
 use crate::Error;
 
 /// How long a cache file may go unused before a new file's sealing removes it ([`seal`]).
-pub(crate) const UNUSED_FOR: Duration = Duration::from_secs(30 * 24 * 3600);
+const UNUSED_FOR: Duration = Duration::from_secs(30 * 24 * 3600);
 /// How often a file's use is marked at most ([`check`]): a write to its sidecar's inode.
 const MARK_EVERY: Duration = Duration::from_secs(24 * 3600);
 
