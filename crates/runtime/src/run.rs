@@ -216,6 +216,7 @@ fn standby_on_this_thread(flavoured: &Flavoured, artifacts: &Artifacts, clock: u
         stdout: guest.stdout.clone(),
         stderr: guest.stderr.clone(),
         taken: taken.clone(),
+        since: None,
     }));
     // No ticker while it waits: its run starts one (host.rs, `standby_call`).
     guest.ticks = false;
