@@ -292,12 +292,26 @@ def test_a_session_saved_on_one_actor_continues_on_another(pool) -> None:
     s.close()
 
 
+def killed(actor) -> None:
+    """Kills `actor` and returns once it is gone: `ray.kill` returns before, and a call
+    made meanwhile may still reach it (then the next test's run met its death)."""
+    ray.kill(actor)
+    until = time.monotonic() + 60
+    while time.monotonic() < until:
+        try:
+            ray.get(actor.__ray_ready__.remote(), timeout=10)
+        except ray.exceptions.RayActorError:
+            return
+        time.sleep(0.05)
+    raise AssertionError("the actor outlived ray.kill")
+
+
 def test_a_session_whose_actor_died_resumes_and_says_what_was_lost(pool) -> None:
     # Saved after each turn (the default): nothing completed is lost.
     s = pool.session()
     s.run("x = 40")
     s.run("x += 2")
-    ray.kill(pool.actors[pool.actor_names.index(s.actor)])
+    killed(pool.actors[pool.actor_names.index(s.actor)])
     with pytest.raises(SessionLost) as lost:
         s.run("print(x)")
     assert lost.value.lost_turns == () and lost.value.turn == 3
@@ -310,7 +324,7 @@ def test_a_session_whose_actor_died_resumes_and_says_what_was_lost(pool) -> None
     s.run("x = 2")
     s.run("y = 3")
     name = s.actor
-    ray.kill(pool.actors[pool.actor_names.index(name)])
+    killed(pool.actors[pool.actor_names.index(name)])
     with pytest.raises(SessionLost) as lost:
         s.run("print(x)")
     assert lost.value.actor == name and lost.value.lost_turns == (2, 3) and isinstance(lost.value, ActorLost)
