@@ -123,6 +123,21 @@ def test_a_waiting_guest_warms_up_again_and_still_serves_one_run():
     assert done.stderr == b""
 
 
+def test_only_the_guest_of_the_image_used_last_warms_up():
+    # One guest per image waits on standby; only the one made last (after a run of its
+    # image) warms up, so a process with many images spends one guest's warm-ups.
+    other = ("numpy", "json")
+    standby_waits()
+    standby_waits(other)  # made after the first: this image was used last
+    warmups = lambda preload: _ext.standby_warmups(str(prepare(preload)))  # noqa: E731
+    before = (warmups(PRELOAD), warmups(other))
+    time.sleep(0.25)
+    after = (warmups(PRELOAD), warmups(other))
+    assert waiting() == 1 and waiting(other) == 1
+    assert after[0] == before[0], "the older image's guest warmed up"
+    assert after[1] - before[1] >= 3
+
+
 def test_runs_on_standby_do_not_share_random_state_or_globals():
     code = "import random, numpy as np; print(random.random(), np.random.random(), 'leak' in globals()); leak = 1"
     outs = []

@@ -112,6 +112,14 @@ pub(crate) fn guests_on_standby(image: Option<PathBuf>) -> usize {
     wasi_python_runtime::guests_on_standby(image.as_deref())
 }
 
+/// How often guests on standby were sent to warm up while they waited, for runs from
+/// the preload image file `image`, or for all (a diagnostic).
+#[pyfunction]
+#[pyo3(signature = (image=None))]
+pub(crate) fn standby_warmups(image: Option<PathBuf>) -> usize {
+    wasi_python_runtime::standby_warmups(image.as_deref())
+}
+
 /// How many compiled `-c` programs this process keeps for runs from preload images
 /// (a diagnostic).
 #[pyfunction]

@@ -25,6 +25,7 @@
 //! A run 100 ms or 1 s after the last took 750-890 µs at `run()`, and 430-550 µs with the
 //! warm-ups (docs/benchmarks.md, tenth pass). Each costs about 0.25 ms of CPU: 1.2 % of a
 //! core while a guest waits, which it does for at most [`IDLE_FOR`] after the last run.
+//! Only the guest of the image made last warms up ([`LATEST`]): one per process.
 //!
 //! **Invariant:** nothing of the standby reaches the run but what a fresh instance
 //! would hold: its output before the run is dropped, it opened no file, and the run's
@@ -56,6 +57,10 @@ pub(crate) const SERVE: &str = "__import__('_wasi_python_boot').serve()";
 pub(crate) const IDLE_FOR: Duration = Duration::from_secs(30);
 /// How often a waiting guest warms its caches again (above).
 pub(crate) const WARM_EVERY: Duration = Duration::from_millis(20);
+/// The image whose guest on standby warms up: the one made last, which is the image a
+/// run used last (the address of its [`Ready`]). Guests of other images wait unwarmed,
+/// so a process with many images spends the warm-ups' CPU on one.
+static LATEST: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
 /// The answer to [`STANDBY_FRAME`] that asks the guest to warm up and ask again.
 pub(crate) const WARM_ANSWER: &[u8] = b"\0wasi-python warm";
 
@@ -73,8 +78,20 @@ pub(crate) fn enabled() -> bool {
 /// file `image` (as [`crate::Runtime::prepare_preload`] names it), or for every image
 /// and runtime with `None`. A diagnostic (tests, benchmarks).
 pub fn guests_on_standby(image: Option<&Path>) -> usize {
+    of_images(image, |r| r.waiting.len())
+}
+
+/// How often guests on standby in this process were sent to warm up while they waited,
+/// for runs from the preload image file `image`, or for every image with `None`. A
+/// diagnostic (tests, benchmarks).
+pub fn standby_warmups(image: Option<&Path>) -> usize {
+    of_images(image, |r| r.warmups.load(Ordering::SeqCst))
+}
+
+/// The sum of `count` over the [`Ready`] lists of `image` (all with `None`).
+fn of_images(image: Option<&Path>, count: impl Fn(&Ready) -> usize) -> usize {
     let lists: Vec<Arc<Ready>> = ALL.lock().iter().filter_map(std::sync::Weak::upgrade).collect();
-    lists.iter().filter(|r| image.is_none_or(|i| r.image.as_deref() == Some(i))).map(|r| r.waiting.len()).sum()
+    lists.iter().filter(|r| image.is_none_or(|i| r.image.as_deref() == Some(i))).map(|r| count(r)).sum()
 }
 
 /// Fresh runs of this process between their start and their result.
@@ -134,6 +151,8 @@ pub(crate) struct Ready {
     broken: AtomicBool,
     /// In a forked child, a guest the parent was making is not being made (forks.rs).
     seen: crate::forks::Seen,
+    /// How often its guests were sent to warm up ([`standby_warmups`]).
+    warmups: std::sync::atomic::AtomicUsize,
 }
 
 /// Every [`Ready`] list of the process, for [`retire_all`].
@@ -146,6 +165,7 @@ impl Ready {
             waiting: Waiters::new(),
             making: AtomicBool::new(false),
             broken: AtomicBool::new(false),
+            warmups: std::sync::atomic::AtomicUsize::new(0),
             seen: crate::forks::Seen::new(),
         });
         let mut all = ALL.lock();
@@ -231,18 +251,30 @@ pub(crate) fn wait_for_run(
     if frame != STANDBY_FRAME {
         return Err(wasmtime::format_err!("a guest on standby sent another frame first"));
     }
-    let since = *waiting.since.get_or_insert_with(Instant::now);
     let ready = waiting.ready.clone();
+    let since = *waiting.since.get_or_insert_with(|| {
+        LATEST.store(Arc::as_ptr(&ready).addr(), Ordering::SeqCst);
+        Instant::now()
+    });
+    let latest = || LATEST.load(Ordering::SeqCst) == Arc::as_ptr(&ready).addr();
     let idle = crate::threads::not_at_work();
-    let job = ready.waiting.wait(memory_now, usize::MAX, WARM_EVERY.min(IDLE_FOR.saturating_sub(since.elapsed())), || {});
+    let job = loop {
+        let left = IDLE_FOR.saturating_sub(since.elapsed());
+        let job = ready.waiting.wait(memory_now, usize::MAX, if latest() { WARM_EVERY.min(left) } else { left }, || {});
+        // Taken, retired (the wait ended early) or idle for long enough: done waiting.
+        if job.is_some() || RETIRED.load(Ordering::SeqCst) || since.elapsed() >= IDLE_FOR {
+            break job;
+        }
+        // No run yet: warm up and wait again, if still the image used last. The making
+        // stays claimed meanwhile, so no second guest is made for this image while this
+        // one is off the list.
+        if latest() {
+            ready.warmups.fetch_add(1, Ordering::SeqCst);
+            state.standby = Some(waiting);
+            return Ok(None);
+        }
+    };
     drop(idle);
-    // No run yet: warm up and wait again, unless retired (then the wait ended early) or
-    // idle for long enough. The making stays claimed meanwhile, so no second guest is
-    // made for this image while this one is off the list.
-    if job.is_none() && !RETIRED.load(Ordering::SeqCst) && since.elapsed() < IDLE_FOR {
-        state.standby = Some(waiting);
-        return Ok(None);
-    }
     ready.made();
     let Some(job) = job else {
         return Err(wasmtime::format_err!("no run came for the guest on standby, or it was retired"));
