@@ -729,7 +729,7 @@ def serve():
     then a door call that the host answers, when a run takes this guest, with the run's
     `go` string, or, after 20 ms without a run, with `_WARM_ANSWER`: the warm-up runs
     again, so the run finds the caches warm, and the guest asks again."""
-    global _seeded, _ahead, _main_ahead, _warmups
+    global _seeded, _ahead, _main_ahead
     restore(None, "/work", reseed=False)
     install()
     _refresh(False)
@@ -740,14 +740,12 @@ def serve():
     spec = _ask(_STANDBY_FRAME)
     while spec == _WARM_ANSWER:  # no run yet: the caches warmed again (standby.rs)
         _warm_calls()
-        _warmups += 1
         spec = _ask(_STANDBY_FRAME)
     go(spec, restored=True)
 
 
 _STANDBY_FRAME = b"\0wasi-python standby"
 _WARM_ANSWER = b"\0wasi-python warm"
-_warmups = 0  # how often this guest warmed up again while it waited (tests read it)
 
 
 def _warm_calls():

@@ -480,8 +480,7 @@ fn compile_and_cache(engine: &Engine, path: &Path, wasm: &[u8]) -> Result<Module
     }
     // Write-then-rename, so a concurrent process never loads half a file.
     let tmp = cached::temp_path(path);
-    let written = cached::write_in_blocks(&tmp, &compiled);
-    if let Err(e) = written {
+    if let Err(e) = cached::write_in_blocks(&tmp, &compiled) {
         let _ = std::fs::remove_file(&tmp);
         return Err(Error::io(format!("writing {}", tmp.display()), e));
     }

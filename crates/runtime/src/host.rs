@@ -273,17 +273,18 @@ fn standby_call(mut caller: Caller<'_, HostState>, ptr: i32, len: i32, out_ptr_p
     };
     let memory_now = memory.data_size(&caller) as u64;
     let engine = caller.engine().clone();
-    let Some((answer, ticking)) = crate::standby::wait_for_run(caller.data_mut(), &frame, memory_now, &engine)? else {
-        return match deliver(&mut caller, memory, &alloc, crate::standby::WARM_ANSWER, out_ptr_ptr, out_len_ptr)? {
-            Ok(()) => Ok(0),
-            Err(why) => Err(wasmtime::format_err!("a guest on standby did not get its warm-up answer: {why}")),
-        };
+    // No run yet: the guest warms up and asks again (standby.rs).
+    let answer = match crate::standby::wait_for_run(caller.data_mut(), &frame, memory_now, &engine)? {
+        Some((spec, ticking)) => {
+            caller.data_mut().ticking = Some(ticking);
+            caller.as_context_mut().set_epoch_deadline(1);
+            spec
+        }
+        None => crate::standby::WARM_ANSWER.to_vec(),
     };
-    caller.data_mut().ticking = Some(ticking);
-    caller.as_context_mut().set_epoch_deadline(1);
     match deliver(&mut caller, memory, &alloc, &answer, out_ptr_ptr, out_len_ptr)? {
         Ok(()) => Ok(0),
-        Err(why) => Err(wasmtime::format_err!("the run's command line did not reach the guest: {why}")),
+        Err(why) => Err(wasmtime::format_err!("the standby's answer (a run's command line, or warm up) did not reach the guest: {why}")),
     }
 }
 

@@ -210,14 +210,13 @@ fn standby_on_this_thread(flavoured: &Flavoured, artifacts: &Artifacts, clock: u
         return false;
     };
     let taken = Arc::new(parking_lot::Mutex::new(None));
-    guest.store.data_mut().standby = Some(Box::new(Waiting {
-        ready: flavoured.standby.clone(),
-        stdin: guest.stdin.clone(),
-        stdout: guest.stdout.clone(),
-        stderr: guest.stderr.clone(),
-        taken: taken.clone(),
-        since: None,
-    }));
+    guest.store.data_mut().standby = Some(Box::new(Waiting::new(
+        flavoured.standby.clone(),
+        guest.stdin.clone(),
+        guest.stdout.clone(),
+        guest.stderr.clone(),
+        taken.clone(),
+    )));
     // No ticker while it waits: its run starts one (host.rs, `standby_call`).
     guest.ticks = false;
     let limits = &config.limits;

@@ -34,7 +34,7 @@
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
 use parking_lot::Mutex;
@@ -60,7 +60,7 @@ pub(crate) const WARM_EVERY: Duration = Duration::from_millis(20);
 /// The image whose guest on standby warms up: the one made last, which is the image a
 /// run used last (the address of its [`Ready`]). Guests of other images wait unwarmed,
 /// so a process with many images spends the warm-ups' CPU on one.
-static LATEST: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
+static LATEST: AtomicUsize = AtomicUsize::new(0);
 /// The answer to [`STANDBY_FRAME`] that asks the guest to warm up and ask again.
 pub(crate) const WARM_ANSWER: &[u8] = b"\0wasi-python warm";
 
@@ -152,7 +152,7 @@ pub(crate) struct Ready {
     /// In a forked child, a guest the parent was making is not being made (forks.rs).
     seen: crate::forks::Seen,
     /// How often its guests were sent to warm up ([`standby_warmups`]).
-    warmups: std::sync::atomic::AtomicUsize,
+    warmups: AtomicUsize,
 }
 
 /// Every [`Ready`] list of the process, for [`retire_all`].
@@ -165,7 +165,7 @@ impl Ready {
             waiting: Waiters::new(),
             making: AtomicBool::new(false),
             broken: AtomicBool::new(false),
-            warmups: std::sync::atomic::AtomicUsize::new(0),
+            warmups: AtomicUsize::new(0),
             seen: crate::forks::Seen::new(),
         });
         let mut all = ALL.lock();
@@ -231,8 +231,23 @@ pub(crate) struct Waiting {
     pub(crate) stderr: CappedPipe,
     /// Where the door call leaves the job's rest for the guest thread.
     pub(crate) taken: Arc<Mutex<Option<Taken>>>,
-    /// When the guest first waited: it ends [`IDLE_FOR`] later without a run.
-    pub(crate) since: Option<Instant>,
+    /// When it was made: it ends [`IDLE_FOR`] later without a run.
+    since: Instant,
+}
+
+impl Waiting {
+    /// A guest on standby being made for `ready`'s image, which becomes the one that
+    /// warms up ([`LATEST`]): a run of that image was the last to end.
+    pub(crate) fn new(
+        ready: Arc<Ready>,
+        stdin: InputPipe,
+        stdout: CappedPipe,
+        stderr: CappedPipe,
+        taken: Arc<Mutex<Option<Taken>>>,
+    ) -> Waiting {
+        LATEST.store(Arc::as_ptr(&ready).addr(), Ordering::SeqCst);
+        Waiting { ready, stdin, stdout, stderr, taken, since: Instant::now() }
+    }
 }
 
 /// The guest asked for its run: waits for a job (or the end of the standby), sets the
@@ -245,17 +260,13 @@ pub(crate) fn wait_for_run(
     memory_now: u64,
     engine: &wasmtime::Engine,
 ) -> wasmtime::Result<Option<(Vec<u8>, TickerGuard)>> {
-    let Some(mut waiting) = state.standby.take() else {
+    let Some(waiting) = state.standby.take() else {
         return Err(wasmtime::format_err!("not a guest on standby"));
     };
     if frame != STANDBY_FRAME {
         return Err(wasmtime::format_err!("a guest on standby sent another frame first"));
     }
-    let ready = waiting.ready.clone();
-    let since = *waiting.since.get_or_insert_with(|| {
-        LATEST.store(Arc::as_ptr(&ready).addr(), Ordering::SeqCst);
-        Instant::now()
-    });
+    let (ready, since) = (waiting.ready.clone(), waiting.since);
     let latest = || LATEST.load(Ordering::SeqCst) == Arc::as_ptr(&ready).addr();
     let idle = crate::threads::not_at_work();
     let job = loop {
