@@ -57,10 +57,10 @@ impl Seen {
     }
 }
 
-/// A process-wide count of what this process's threads hold (guest threads at work, runs
-/// in progress), which a forked child starts again from zero: the threads that held its
-/// parent's share are not in it. Its generation and its count share one word, so a
-/// change can never pair a count with the wrong generation.
+/// A process-wide count of what this process's threads hold (runs in progress), which a
+/// forked child starts again from zero: the threads that held its parent's share are not
+/// in it. Its generation and its count share one word, so a change can never pair a
+/// count with the wrong generation.
 #[derive(Debug)]
 pub(crate) struct Count(AtomicU64);
 
@@ -69,8 +69,7 @@ impl Count {
         Count(AtomicU64::new(0))
     }
 
-    /// How many hold it in this process (negative only while a [`Counted::less`] is held
-    /// by a thread no [`Counted::more`] counts).
+    /// How many hold it in this process.
     pub(crate) fn get(&self) -> i64 {
         self.get_at(generation())
     }
@@ -97,35 +96,30 @@ fn split(word: u64) -> (u32, i32) {
     ((word >> 32) as u32, word as u32 as i32)
 }
 
-/// While it lives, a [`Count`] holds one more ([`Counted::more`]) or one less
-/// ([`Counted::less`]) in the process that made it; dropped in a forked child, it changes
-/// nothing there.
+/// While it lives, a [`Count`] holds one more in the process that made it; dropped in a
+/// forked child, it changes nothing there.
 #[derive(Debug)]
 pub(crate) struct Counted {
     count: &'static Count,
-    delta: i32,
+    held: bool,
     generation: u64,
 }
 
 impl Counted {
     pub(crate) fn more(count: &'static Count) -> Counted {
-        Counted::at(count, 1, generation())
+        Counted::at(count, generation())
     }
 
-    pub(crate) fn less(count: &'static Count) -> Counted {
-        Counted::at(count, -1, generation())
-    }
-
-    fn at(count: &'static Count, delta: i32, now: u64) -> Counted {
-        count.add_at(now, delta);
-        Counted { count, delta, generation: now }
+    fn at(count: &'static Count, now: u64) -> Counted {
+        count.add_at(now, 1);
+        Counted { count, held: true, generation: now }
     }
 
     fn end_at(&mut self, now: u64) {
-        if now == self.generation && self.delta != 0 {
-            self.count.add_at(now, -self.delta);
+        if now == self.generation && self.held {
+            self.count.add_at(now, -1);
         }
-        self.delta = 0;
+        self.held = false;
     }
 }
 
@@ -155,26 +149,19 @@ mod tests {
     #[test]
     fn a_forked_child_counts_only_what_its_own_threads_hold() {
         static HELD: Count = Count::new();
-        let mut parents = Counted::at(&HELD, 1, 0);
-        let mut waiting = Counted::at(&HELD, -1, 0);
-        let mut busy = Counted::at(&HELD, 1, 0);
-        assert_eq!(HELD.get_at(0), 1);
+        let mut parents = Counted::at(&HELD, 0);
+        let mut busy = Counted::at(&HELD, 0);
+        assert_eq!(HELD.get_at(0), 2);
         // Forked: the child's own threads count from zero.
         assert_eq!(HELD.get_at(1), 0, "the parent's threads are not in the child");
-        let mut childs = Counted::at(&HELD, 1, 1);
+        let mut childs = Counted::at(&HELD, 1);
         assert_eq!(HELD.get_at(1), 1);
         busy.end_at(1); // held across the fork by the thread that forked, ended in the child
         assert_eq!(HELD.get_at(1), 1, "a guard from before the fork changes nothing");
         childs.end_at(1);
         assert_eq!(HELD.get_at(1), 0);
-        let mut less = Counted::at(&HELD, -1, 1);
-        assert_eq!(HELD.get_at(1), -1, "a count below zero stays a count");
-        less.end_at(1);
-        assert_eq!(HELD.get_at(1), 0);
-        // The parent's other guards end with their threads, which the child does not run.
-        for g in [&mut parents, &mut waiting] {
-            g.end_at(1);
-        }
+        // The parent's other guard ends with its thread, which the child does not run.
+        parents.end_at(1);
         assert_eq!(HELD.get_at(1), 0);
     }
 }

@@ -8,7 +8,8 @@ use crate::config::WORKDIR;
 use crate::engine::Flavoured;
 use crate::fork::Origin;
 use crate::guest::{ARGV0, Guest, OpenFiles, guest_env, program_status, py_str};
-use crate::standby::{self, Done, Job, SERVE, Taken, Waiting};
+use crate::standby::{self, Done, Job, ReportTo, SERVE, Taken, Waiting};
+use crate::wake::Pinned;
 use crate::{Artifacts, CancelToken, Completed, Error, RunConfig, Runtime};
 
 /// With our guest package, the `run` export is given this one-line program: it puts
@@ -35,8 +36,11 @@ impl Runtime {
         let then = move |result| {
             let _ = tx.send(result);
         };
-        self.start_with(config, Box::new(then), true)?;
-        Ok(RunHandle { rx: parking_lot::Mutex::new(rx), cancel })
+        // Where this caller waits: the run's thread is woken there, and, back to back,
+        // leaves it once the result is out (wake.rs).
+        let cpu = crate::wake::back_to_back(crate::wake::this_cpu());
+        self.start_with(config, Box::new(then), true, cpu)?;
+        Ok(RunHandle { rx: parking_lot::Mutex::new(rx), cancel, cpu })
     }
 
     /// Starts a run on its own guest thread and returns at once; `then` gets its end, on
@@ -47,13 +51,13 @@ impl Runtime {
         config: RunConfig,
         then: impl FnOnce(Result<Completed, Error>) + Send + 'static,
     ) -> Result<(), Error> {
-        self.start_with(config, Box::new(then), false)
+        self.start_with(config, Box::new(then), false, None)
     }
 
     /// [`Runtime::start_then`]; `pull`: the caller waits for the end next, so the thread
-    /// that takes the run is woken on the caller's CPU if no guest thread is at work
-    /// (wake.rs, threads.rs).
-    fn start_with(&self, config: RunConfig, then: Then, pull: bool) -> Result<(), Error> {
+    /// that takes the run is woken on the caller's CPU; `away`: that CPU, which the thread
+    /// leaves once the result is out, for runs back to back (wake.rs).
+    fn start_with(&self, config: RunConfig, then: Then, pull: bool, away: Option<usize>) -> Result<(), Error> {
         let grants = self.grants(&config)?;
         let (flavoured, origin) = self.flavour_for(&config)?;
         let (preloaded, clock) = (origin.restored(), origin.clock_start());
@@ -61,39 +65,40 @@ impl Runtime {
         // code may have changed what compiling does).
         let compiled = matches!(origin, Origin::Preload(..)).then(|| flavoured.compiled.clone());
         let then: Arc<parking_lot::Mutex<Option<Then>>> = Arc::new(parking_lot::Mutex::new(Some(then)));
-        let pull = pull && crate::threads::all_idle();
         let reporter = Reporter { then: then.clone(), _active: standby::Active::new() };
         let done: Done = Box::new(move |result| reporter.report(result));
+        let report = ReportTo { done, cpu: away };
         // A run that could take a guest on standby leaves one behind on its thread, once
         // its result is out and its instance dropped: the next run's, made off its path.
         let standby = (standby::enabled() && takes_standby(&config, &origin))
             .then(|| Standby { flavoured: flavoured.clone(), clock, memory_bytes: config.limits.memory_bytes });
         let mut go = None;
-        let (config, done) = match &standby {
+        let (config, report) = match &standby {
             Some(_) if flavoured.standby.any_waiting() => {
                 let started = Instant::now();
                 let deadline = config.limits.deadline.and_then(|d| started.checked_add(d));
                 let (spec, offer) = go_spec(&config, compiled.as_ref());
-                let job = Box::new(Job { spec, offer, started, deadline, config, done });
+                let job = Box::new(Job { spec, offer, started, deadline, config, report });
                 match flavoured.standby.offer(job, pull) {
                     Ok(()) => return Ok(()),
                     Err(job) => {
-                        let Job { spec, offer, config, done, .. } = *job;
+                        let Job { spec, offer, config, report, .. } = *job;
                         go = Some((spec, offer));
-                        (config, done)
+                        (config, report)
                     }
                 }
             }
-            _ => (config, done),
+            _ => (config, report),
         };
         // A run from a snapshot asks for its spec with its first door call (`GO_TURN`).
         let go = preloaded.then(|| go.unwrap_or_else(|| go_spec(&config, compiled.as_ref())));
         let artifacts = self.artifacts().clone();
         crate::threads::run_on_guest_thread(
             move || {
-                run_on_this_thread(&flavoured, &artifacts, config, grants, go, clock, done);
+                let caller = report.cpu;
+                run_on_this_thread(&flavoured, &artifacts, config, grants, go, clock, report);
                 if let Some(s) = standby {
-                    s.serve(&artifacts);
+                    s.serve(&artifacts, caller);
                 }
             },
             pull,
@@ -146,10 +151,15 @@ struct Standby {
 impl Standby {
     /// On this guest thread: makes a guest on standby unless one is being made or
     /// waits or other runs are in progress, and, each time a run took it, the next one.
-    fn serve(&self, artifacts: &Artifacts) {
+    /// Each is made on `caller`'s CPU, that of the caller whose run ended last (if it
+    /// waited for it): the run that takes the guest is woken there, and finds there the
+    /// caches its making and its warm-ups warmed (wake.rs).
+    fn serve(&self, artifacts: &Artifacts, mut caller: Option<usize>) {
         while standby::runs_idle() && self.flavoured.standby.claim_making() {
-            if !standby_on_this_thread(&self.flavoured, artifacts, self.clock, self.memory_bytes) {
-                return;
+            crate::wake::move_to(caller);
+            match standby_on_this_thread(&self.flavoured, artifacts, self.clock, self.memory_bytes) {
+                Some(next) => caller = next,
+                None => return,
             }
         }
     }
@@ -194,20 +204,25 @@ fn go_spec(config: &RunConfig, compiled: Option<&Arc<Compiled>>) -> (Vec<u8>, Op
 
 /// A guest on standby: made, prepared by the guest package's `serve`, waiting in its
 /// door call for a run (standby.rs); then that run's program, its ending reported as
-/// a fresh run's. Whether a run took it.
-fn standby_on_this_thread(flavoured: &Flavoured, artifacts: &Artifacts, clock: u64, memory_bytes: u64) -> bool {
+/// a fresh run's. `Some` if a run took it, with the CPU its caller waited on (if it did).
+fn standby_on_this_thread(
+    flavoured: &Flavoured,
+    artifacts: &Artifacts,
+    clock: u64,
+    memory_bytes: u64,
+) -> Option<Option<usize>> {
     let mut config = RunConfig::new(Vec::<String>::new());
     config.limits.memory_bytes = memory_bytes;
     let (prepared, slot) = match flavoured.pick() {
         Ok(picked) => picked,
         Err(_) => {
             flavoured.standby.failed();
-            return false;
+            return None;
         }
     };
     let Ok(mut guest) = Guest::new(prepared, artifacts, &config, &[], &[], clock) else {
         flavoured.standby.failed();
-        return false;
+        return None;
     };
     let taken = Arc::new(parking_lot::Mutex::new(None));
     guest.store.data_mut().standby = Some(Box::new(Waiting::new(
@@ -229,20 +244,21 @@ fn standby_on_this_thread(flavoured: &Flavoured, artifacts: &Artifacts, clock: u
         },
         program_status,
     );
-    let Some(Taken { started, tools, done }) = taken.lock().take() else {
+    let Some(Taken { started, tools, report }) = taken.lock().take() else {
         // Ended before a run took it: retired, idle too long, or failed (then no
         // guest is made again for this image).
         if guest.store.data().standby.is_some() {
             flavoured.standby.failed();
         }
-        return false;
+        return None;
     };
     guest.tools = tools;
-    done(Ok(guest.complete(ending, started, OpenFiles::Flush)));
-    let_the_caller_run();
+    let caller = report.cpu;
+    let finishing = report.report(Ok(guest.complete(ending, started, OpenFiles::Flush)));
     drop(guest);
     drop(slot);
-    true
+    drop(finishing);
+    Some(caller)
 }
 
 /// A run in progress.
@@ -250,6 +266,9 @@ fn standby_on_this_thread(flavoured: &Flavoured, artifacts: &Artifacts, clock: u
 pub struct RunHandle {
     rx: parking_lot::Mutex<std::sync::mpsc::Receiver<Result<Completed, Error>>>,
     cancel: CancelToken,
+    /// Back to back: the CPU the run's thread was woken on, where the caller waits
+    /// (wake.rs, `Pinned`).
+    cpu: Option<usize>,
 }
 
 impl RunHandle {
@@ -259,10 +278,12 @@ impl RunHandle {
     }
     /// Waits for the end.
     pub fn wait(self) -> Result<Completed, Error> {
+        let _pinned = Pinned::to(self.cpu);
         self.rx.into_inner().recv().unwrap_or_else(|_| Err(Error::Internal("the guest thread died".into())))
     }
     /// Waits up to `timeout`; `None` if the run goes on.
     pub fn wait_timeout(&self, timeout: Duration) -> Option<Result<Completed, Error>> {
+        let _pinned = Pinned::to(self.cpu);
         match self.rx.lock().recv_timeout(timeout) {
             Ok(r) => Some(r),
             Err(std::sync::mpsc::RecvTimeoutError::Timeout) => None,
@@ -271,19 +292,6 @@ impl RunHandle {
             }
         }
     }
-}
-
-/// Yields this guest thread's CPU once its run's result is out, before the work that
-/// follows it here (the instance dropped, maybe the next guest on standby made: a few
-/// tenths of a millisecond). The caller this thread just woke is often put on this very
-/// CPU; it then waited for that work, and more when a tool thread, woken by the drop,
-/// took the GIL before it and was kept off a CPU in turn. A run that imports its tools
-/// and calls one, 5 ms after the last: `run()` 1,573 -> 821-905 us (the caller had its
-/// result 520-650 us after the run's end, now 20); 50 ms after: 2,475-2,503 ->
-/// 1,822-1,828. With nothing else to run the yield returns at once (`print(1)`
-/// unchanged).
-fn let_the_caller_run() {
-    std::thread::yield_now();
 }
 
 /// A fresh run's turn from a snapshot: the guest package's `_run_turn` answers this text
@@ -324,7 +332,7 @@ fn run_on_this_thread(
     grants: Vec<(std::path::PathBuf, String, bool)>,
     go: Option<(Vec<u8>, Option<Offer>)>,
     clock: u64,
-    done: Done,
+    report: ReportTo,
 ) {
     let started = Instant::now();
     let program = program(artifacts, &config, go.is_some());
@@ -335,11 +343,11 @@ fn run_on_this_thread(
     // The slot is dropped after the guest, at the end.
     let (prepared, slot) = match flavoured.pick() {
         Ok(picked) => picked,
-        Err(e) => return done(Err(e)),
+        Err(e) => return drop(report.report(Err(e))),
     };
     let mut guest = match Guest::new(prepared, artifacts, &config, &grants, args, clock) {
         Ok(guest) => guest,
-        Err(e) => return done(Err(e)),
+        Err(e) => return drop(report.report(Err(e))),
     };
     if let Some((spec, offer)) = go {
         let data = guest.store.data_mut();
@@ -370,11 +378,11 @@ fn run_on_this_thread(
         program_status,
     );
     // Whatever the ending, what the guest wrote to mounts and did not close reaches them.
-    done(Ok(guest.complete(ending, started, OpenFiles::Flush)));
-    let_the_caller_run();
-    // Only now, with the caller holding its result: resetting the store's pool slot
-    // (or unmapping its memory) and removing the private folders take a few tenths of
-    // a millisecond. The slot is freed after the store.
+    // Only now, with the caller holding its result, and off its CPU: resetting the
+    // store's pool slot (or unmapping its memory) and removing the private folders take
+    // a few tenths of a millisecond. The slot is freed after the store.
+    let finishing = report.report(Ok(guest.complete(ending, started, OpenFiles::Flush)));
     drop(guest);
     drop(slot);
+    drop(finishing);
 }

@@ -44,7 +44,7 @@ use crate::files::FileState;
 use crate::host::{GuestLimits, HostState};
 use crate::output::{CappedPipe, InputPipe};
 use crate::stop::{Ticker, TickerGuard};
-use crate::threads::Waiters;
+use crate::threads::{Finishing, Waiters};
 use crate::{CallContext, Completed, Error, RunConfig, ToolDoor};
 
 /// The frame `_wasi_python_boot.serve` sends to wait for its run.
@@ -125,17 +125,32 @@ pub(crate) struct Job {
     pub(crate) started: Instant,
     pub(crate) deadline: Option<Instant>,
     pub(crate) config: RunConfig,
-    pub(crate) done: Done,
+    pub(crate) report: ReportTo,
 }
 
 /// Reports a run's end to its caller.
 pub(crate) type Done = Box<dyn FnOnce(Result<Completed, Error>) + Send>;
 
+/// Where a run's end goes: to its caller, and the CPU that caller waits on, if it waits.
+pub(crate) struct ReportTo {
+    pub(crate) done: Done,
+    pub(crate) cpu: Option<usize>,
+}
+
+impl ReportTo {
+    /// Reports `result`; the guard is held for the work that follows (threads.rs).
+    pub(crate) fn report(self, result: Result<Completed, Error>) -> Finishing {
+        crate::wake::reported();
+        (self.done)(result);
+        Finishing::new(self.cpu)
+    }
+}
+
 /// What of a job is left for the guest thread once the store holds the rest.
 pub(crate) struct Taken {
     pub(crate) started: Instant,
     pub(crate) tools: Option<(ToolDoor, BudgetLimits)>,
-    pub(crate) done: Done,
+    pub(crate) report: ReportTo,
 }
 
 /// The guests waiting for a run of one flavour and image, each by its memory's size
@@ -268,7 +283,6 @@ pub(crate) fn wait_for_run(
     }
     let (ready, since) = (waiting.ready.clone(), waiting.since);
     let latest = || LATEST.load(Ordering::SeqCst) == Arc::as_ptr(&ready).addr();
-    let idle = crate::threads::not_at_work();
     let job = loop {
         let left = IDLE_FOR.saturating_sub(since.elapsed());
         let job = ready.waiting.wait(memory_now, usize::MAX, if latest() { WARM_EVERY.min(left) } else { left }, || {});
@@ -285,12 +299,11 @@ pub(crate) fn wait_for_run(
             return Ok(None);
         }
     };
-    drop(idle);
     ready.made();
     let Some(job) = job else {
         return Err(wasmtime::format_err!("no run came for the guest on standby, or it was retired"));
     };
-    let Job { spec, offer, started, deadline, config, done } = *job;
+    let Job { spec, offer, started, deadline, config, report } = *job;
     let limits = &config.limits;
     // What the standby wrote before its run is not the run's.
     waiting.stdout.take();
@@ -303,6 +316,6 @@ pub(crate) fn wait_for_run(
     state.stop = CallContext { deadline, cancel: config.cancel };
     state.door = config.door;
     state.offer = offer;
-    *waiting.taken.lock() = Some(Taken { started, tools: config.tools, done });
+    *waiting.taken.lock() = Some(Taken { started, tools: config.tools, report });
     Ok(Some((spec, Ticker::global().activate(engine)?)))
 }

@@ -11,11 +11,11 @@ use std::sync::mpsc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
-use parking_lot::Mutex;
+use parking_lot::{Condvar, Mutex};
 
 use crate::engine::GUEST_THREAD_STACK;
 use crate::forks::{Count, Counted, Seen};
-use crate::wake::Sleeper;
+use crate::wake::{Away, Sleeper};
 
 type Job = Box<dyn FnOnce() + Send>;
 
@@ -28,9 +28,15 @@ const IDLE_FOR: Duration = Duration::from_secs(30);
 static IDLE: Waiters<Job, ()> = Waiters::new();
 
 /// Runs `job` on a waiting guest thread, or on a new one. `pull`: the caller waits next
-/// (wake.rs).
+/// (wake.rs); then, should no thread wait, one finishing its last run takes the job if it
+/// is done within [`FINISH_WAIT`].
 pub(crate) fn run_on_guest_thread(job: impl FnOnce() + Send + 'static, pull: bool) -> std::io::Result<()> {
     let Err(job) = IDLE.offer(Box::new(job), |_| true, pull) else {
+        return Ok(());
+    };
+    let finishing = || FINISHING.get() > 0;
+    let Err(job) = (if pull && finishing() { IDLE.offer_within(job, pull, FINISH_WAIT, finishing) } else { Err(job) })
+    else {
         return Ok(());
     };
     std::thread::Builder::new()
@@ -40,30 +46,37 @@ pub(crate) fn run_on_guest_thread(job: impl FnOnce() + Send + 'static, pull: boo
         .map(|_| ())
 }
 
-/// Guest threads at work: running a guest, dropping one or making one on standby (a
-/// guest on standby that waits for its run is not at work).
-static AT_WORK: Count = Count::new();
+/// Guest threads whose run's result is out, finishing it (their instance dropped) before
+/// they wait for the next run.
+static FINISHING: Count = Count::new();
 
-/// Whether no guest thread is at work. Only then is a run's thread woken on its caller's
-/// CPU (wake.rs): a thread still dropping the last run's guest would be left behind the
-/// caller there, while the other CPUs idle. Runs back to back then piled up on one CPU,
-/// each on a new thread and pool slot: 200 runs ended with 322-511 MiB resident, against
-/// 184-231 without the pull.
-pub(crate) fn all_idle() -> bool {
-    AT_WORK.get() <= 0
+/// How long a caller that waits for its run waits for a thread finishing its last run
+/// before it starts a new one.
+const FINISH_WAIT: Duration = Duration::from_millis(2);
+
+/// Held by a guest thread from its run's result until its instance is dropped: it keeps
+/// the thread off its caller's CPU meanwhile (back to back, wake.rs), and a caller that
+/// waits for its run's end and finds no idle thread waits up to [`FINISH_WAIT`] for this
+/// one rather than start another. Back to back, the caller started its next run while
+/// the last run's thread was still dropping on the other CPU, and each new thread took a
+/// pool slot and a stack of its own: 8-10 threads after 1,000 runs against 6-8 before,
+/// about 9 MiB of RSS each (docs/benchmarks.md, eleventh pass).
+pub(crate) struct Finishing {
+    _counted: Counted,
+    _away: Away,
 }
 
-/// Counts this guest thread out of [`AT_WORK`] while it lives (a guest on standby's wait).
-pub(crate) fn not_at_work() -> Counted {
-    Counted::less(&AT_WORK)
+impl Finishing {
+    /// `away`: the CPU of a caller that runs again at once ([`Away`]).
+    pub(crate) fn new(away: Option<usize>) -> Finishing {
+        Finishing { _counted: Counted::more(&FINISHING), _away: Away::from(away) }
+    }
 }
 
 fn serve(first: Job) {
     let mut job = first;
     loop {
-        let at_work = Counted::more(&AT_WORK);
         job();
-        drop(at_work);
         match IDLE.wait((), MAX_IDLE, IDLE_FOR, || {}) {
             Some(next) => job = next,
             None => return,
@@ -78,6 +91,8 @@ fn serve(first: Job) {
 /// meanwhile, which it then takes: no job is lost between the two.
 pub(crate) struct Waiters<T, K> {
     list: Mutex<Vec<Waiter<T, K>>>,
+    /// Notified when a waiter joins the list ([`Waiters::offer_within`]).
+    listed: Condvar,
     ids: AtomicU64,
     /// In a forked child the list is the parent's, of threads the child does not have:
     /// forgotten at its first use there (forks.rs).
@@ -95,7 +110,7 @@ struct Waiter<T, K> {
 
 impl<T, K> Waiters<T, K> {
     pub(crate) const fn new() -> Self {
-        Waiters { list: Mutex::new(Vec::new()), ids: AtomicU64::new(0), seen: Seen::new() }
+        Waiters { list: Mutex::new(Vec::new()), listed: Condvar::new(), ids: AtomicU64::new(0), seen: Seen::new() }
     }
 
     /// The list, without the parent's waiters in a forked child.
@@ -128,6 +143,25 @@ impl<T, K> Waiters<T, K> {
         }
     }
 
+    /// [`Waiters::offer`] to any waiter, again as waiters join the list, while `worth` holds
+    /// and for at most `within`; gives the job back if none took it.
+    pub(crate) fn offer_within(&self, mut job: T, pull: bool, within: Duration, worth: impl Fn() -> bool) -> Result<(), T> {
+        let until = std::time::Instant::now() + within;
+        loop {
+            job = match self.offer(job, |_| true, pull) {
+                Ok(()) => return Ok(()),
+                Err(job) => job,
+            };
+            let mut list = self.list();
+            if !list.is_empty() {
+                continue;
+            }
+            if !worth() || self.listed.wait_until(&mut list, until).timed_out() {
+                return Err(job);
+            }
+        }
+    }
+
     /// Waits up to `idle` for a job as a waiter with `key`; `None` at once if `max`
     /// wait already, and `None` if no job came (or [`Waiters::clear`] ended the wait).
     /// `listed` runs once this waiter can be offered jobs.
@@ -142,6 +176,7 @@ impl<T, K> Waiters<T, K> {
             }
             list.push(Waiter { id, key, tx, sleeper });
         }
+        self.listed.notify_all();
         listed();
         let (job, pulled) = match rx.recv_timeout(idle) {
             Ok(got) => got,
@@ -241,6 +276,41 @@ mod tests {
         assert_eq!(large.join().unwrap(), None, "cleared: the wait ends");
         assert_eq!(w.wait(1, 8, Duration::from_millis(10), || {}), None);
         assert_eq!(w.len(), 0, "a waiter that tired left the list");
+    }
+
+    #[test]
+    fn an_offer_within_a_while_goes_to_a_waiter_that_joins_meanwhile() {
+        let w: std::sync::Arc<Waiters<u32, ()>> = std::sync::Arc::new(Waiters::new());
+        let long = Duration::from_secs(10);
+        let late = {
+            let w = w.clone();
+            std::thread::spawn(move || {
+                std::thread::sleep(Duration::from_millis(20));
+                w.wait((), 8, long, || {})
+            })
+        };
+        assert_eq!(w.offer_within(4, false, long, || true), Ok(()));
+        assert_eq!(late.join().unwrap(), Some(4), "the waiter that joined took it");
+        assert_eq!(w.offer_within(5, false, long, || false), Err(5), "not worth waiting: back at once");
+        let started = std::time::Instant::now();
+        assert_eq!(w.offer_within(6, false, Duration::from_millis(30), || true), Err(6));
+        assert!(started.elapsed() >= Duration::from_millis(30), "waited its while, no longer");
+    }
+
+    #[test]
+    fn a_thread_counts_as_finishing_while_it_holds_the_guard() {
+        // Other tests' runs may finish meanwhile: only this guard's own count is checked.
+        let (tx, rx) = mpsc::channel();
+        let (done_tx, done_rx) = mpsc::channel::<()>();
+        let t = std::thread::spawn(move || {
+            let finishing = Finishing::new(None);
+            tx.send(FINISHING.get()).unwrap();
+            done_rx.recv().unwrap();
+            drop(finishing);
+        });
+        assert!(rx.recv().unwrap() >= 1);
+        done_tx.send(()).unwrap();
+        t.join().unwrap();
     }
 
     #[test]

@@ -14,6 +14,16 @@
 //! result): one that goes on (`start_then`, `run_async`) would share its CPU with the
 //! guest. A sleeper that may not run on the waker's CPU is woken as before. Elsewhere
 //! than on Linux, nothing changes.
+//!
+//! Back to back (a run started within [`BACK_TO_BACK`] of the last result), the rest is
+//! placed too: the run's thread, once the result is out, leaves the caller's CPU for the
+//! work that follows ([`Away`]), and the caller waits [`Pinned`] to its CPU so that it
+//! wakes there and not where that work goes. The caller's CPU then serves the caller and
+//! its runs, the other CPUs the drops.
+
+use std::sync::OnceLock;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::{Duration, Instant};
 
 /// A thread about to wait, as a waker finds it: its id and the CPUs it may run on.
 #[derive(Debug, Clone, Copy)]
@@ -68,6 +78,140 @@ impl Sleeper {
 
     #[cfg(not(target_os = "linux"))]
     pub(crate) fn release(&self) {}
+}
+
+/// Held by a guest thread from the moment its run's result is out until the work that
+/// follows is done (the instance dropped, the pool slot reset, the private folders
+/// checked: 100-150 us): that thread may not run on its caller's CPU meanwhile, where the
+/// caller goes on (and, back to back, its next run's thread is pulled). Left where it
+/// was, that work met the next run on the caller's CPU while the other CPUs idled; moved
+/// off it, runs of `print(1)` back to back took 214-218 us (p50) instead of 320-331, and
+/// 316-321 us of CPU each instead of 399-421 (docs/benchmarks.md, eleventh pass). Its
+/// CPUs back when dropped. With no other CPU it may use, or no caller's CPU given (a run
+/// whose caller goes on, or one after a pause: [`back_to_back`]), it yields once instead,
+/// so the caller it just woke, often put on this very CPU, runs before that work: a run that imported its tools and called one,
+/// 5 ms apart, had its result at `run()` 520-650 us after its end without the yield, and
+/// 20 us with it.
+#[must_use]
+pub(crate) struct Away {
+    own: Option<Sleeper>,
+}
+
+impl Away {
+    /// Keeps the calling thread off `caller`, the CPU its caller waited on.
+    pub(crate) fn from(caller: Option<usize>) -> Away {
+        let own = caller.and_then(|cpu| Sleeper::here().filter(|me| me.avoid(cpu)));
+        if own.is_none() {
+            std::thread::yield_now();
+        }
+        Away { own }
+    }
+}
+
+impl Drop for Away {
+    fn drop(&mut self) {
+        if let Some(me) = &self.own {
+            me.release();
+        }
+    }
+}
+
+impl Sleeper {
+    /// Lets this thread (the calling one) run only on its CPUs other than `cpu`; false,
+    /// and nothing changed, if it has no other.
+    #[cfg(target_os = "linux")]
+    fn avoid(&self, cpu: usize) -> bool {
+        let mut others = self.cpus;
+        if cpu < rustix::thread::CpuSet::MAX_CPU {
+            others.unset(cpu);
+        }
+        others.count() > 0 && rustix::thread::sched_setaffinity(None, &others).is_ok()
+    }
+
+    #[cfg(not(target_os = "linux"))]
+    fn avoid(&self, _cpu: usize) -> bool {
+        false
+    }
+
+    /// Lets this thread (the calling one) run only on `cpu`, if one of its CPUs and not
+    /// its only one; false, and nothing changed, if not.
+    #[cfg(target_os = "linux")]
+    fn keep_to(&self, cpu: usize) -> bool {
+        cpu < rustix::thread::CpuSet::MAX_CPU
+            && self.cpus.is_set(cpu)
+            && self.cpus.count() > 1
+            && rustix::thread::sched_setaffinity(None, &only(cpu)).is_ok()
+    }
+
+    #[cfg(not(target_os = "linux"))]
+    fn keep_to(&self, _cpu: usize) -> bool {
+        false
+    }
+}
+
+/// Held by a caller while it waits for its run's result: it may wake only on `cpu`, the
+/// CPU it waited on when it started the run (where the run's thread was woken). Linux
+/// wakes a thread on an idle CPU if its own is busy, and its own is busy at that moment
+/// (the run's thread wakes it from there); so the caller often woke on the other CPU,
+/// and the run's thread, leaving the caller's CPU ([`Away`]), went to the very CPU the
+/// caller was on. Its CPUs back when dropped (before the caller runs anything else).
+#[must_use]
+pub(crate) struct Pinned {
+    own: Option<Sleeper>,
+}
+
+impl Pinned {
+    pub(crate) fn to(cpu: Option<usize>) -> Pinned {
+        let own = cpu.and_then(|cpu| Sleeper::here().filter(|me| me.keep_to(cpu)));
+        Pinned { own }
+    }
+}
+
+impl Drop for Pinned {
+    fn drop(&mut self) {
+        if let Some(me) = &self.own {
+            me.release();
+        }
+    }
+}
+
+/// Moves the calling thread to `cpu` now, if it may run there; where it may run is
+/// unchanged after.
+pub(crate) fn move_to(cpu: Option<usize>) {
+    drop(Pinned::to(cpu));
+}
+
+/// When a run's result was last reported, in nanoseconds after [`clock`]'s start (0:
+/// never).
+static LAST_REPORT: AtomicU64 = AtomicU64::new(0);
+
+/// A run started this soon after the last result is taken as one of runs back to back.
+pub(crate) const BACK_TO_BACK: Duration = Duration::from_millis(1);
+
+fn clock() -> u64 {
+    static START: OnceLock<Instant> = OnceLock::new();
+    let nanos = START.get_or_init(Instant::now).elapsed().as_nanos();
+    u64::try_from(nanos).unwrap_or(u64::MAX).max(1)
+}
+
+/// A run's result is out (see [`back_to_back`]).
+pub(crate) fn reported() {
+    LAST_REPORT.store(clock(), Ordering::Relaxed);
+}
+
+/// For a run whose caller waits on `cpu` for its result: `cpu` if the run starts within
+/// [`BACK_TO_BACK`] of the last result, when the caller is likely to start the next run
+/// at once too; then its thread leaves that CPU once the result is out ([`Away`]) and
+/// the caller waits [`Pinned`] there. After a pause, `None`: runs a few milliseconds
+/// apart took 12-15 us longer (p50) with both, as the thread's move then only cost
+/// (docs/benchmarks.md, eleventh pass).
+pub(crate) fn back_to_back(cpu: Option<usize>) -> Option<usize> {
+    cpu.filter(|_| soon_after(LAST_REPORT.load(Ordering::Relaxed), clock()))
+}
+
+/// Whether `now` is within [`BACK_TO_BACK`] of a result reported at `last` (0: none).
+fn soon_after(last: u64, now: u64) -> bool {
+    last != 0 && now.saturating_sub(last) < BACK_TO_BACK.as_nanos() as u64
 }
 
 /// The calling thread's CPU, where known.
@@ -223,6 +367,56 @@ mod tests {
         rustix::thread::sched_setaffinity(None, &mine).unwrap();
         assert_eq!((woke_on, beside), (here, true));
         assert_eq!(after, allowed(&mine));
+    }
+
+    #[test]
+    fn a_thread_kept_away_leaves_its_callers_cpu_and_gets_its_cpus_back() {
+        let mine = cpus();
+        let here = rustix::thread::sched_getcpu();
+        if allowed(&mine).len() < 2 {
+            // One CPU: nowhere else to go; it only yields.
+            let away = Away::from(Some(here));
+            assert!(away.own.is_none());
+            return;
+        }
+        let away = Away::from(Some(here));
+        let (during, on) = (allowed(&cpus()), rustix::thread::sched_getcpu());
+        drop(away);
+        let after = allowed(&cpus());
+        assert!(!during.contains(&here), "{during:?} still holds the caller's CPU {here}");
+        assert_ne!(on, here, "moved off the caller's CPU at once");
+        assert_eq!(after, allowed(&mine), "its CPUs back once dropped");
+        let unknown = Away::from(None);
+        assert!(unknown.own.is_none() && allowed(&cpus()) == allowed(&mine), "no caller's CPU: nothing changes");
+    }
+
+    #[test]
+    fn a_pinned_caller_may_run_only_on_its_cpu_until_it_is_dropped() {
+        let mine = cpus();
+        let here = rustix::thread::sched_getcpu();
+        let pinned = Pinned::to(Some(here));
+        let during = allowed(&cpus());
+        drop(pinned);
+        if allowed(&mine).len() > 1 {
+            assert_eq!(during, vec![here]);
+        } else {
+            assert_eq!(during, allowed(&mine), "its only CPU: nothing to pin");
+        }
+        assert_eq!(allowed(&cpus()), allowed(&mine), "its CPUs back once dropped");
+        drop(Pinned::to(None));
+        assert_eq!(allowed(&cpus()), allowed(&mine), "no CPU named: nothing changes");
+    }
+
+    #[test]
+    fn only_a_run_started_soon_after_a_result_counts_as_back_to_back() {
+        let ms = 1_000_000;
+        assert!(!soon_after(0, 5 * ms), "no result yet");
+        assert!(soon_after(5 * ms, 5 * ms + ms / 2));
+        assert!(!soon_after(5 * ms, 7 * ms), "2 ms later");
+        // Any thread's report makes the next start near it.
+        reported();
+        assert_eq!(back_to_back(Some(3)), Some(3));
+        assert_eq!(back_to_back(None), None);
     }
 
     #[test]
