@@ -229,6 +229,83 @@ def test_runs_the_standby_cannot_serve_run_as_before(tmp_path):
     assert done.stdout == b"['f.txt']\n"
 
 
+def primed(preload: tuple[str, ...] = PRELOAD) -> int:
+    """How many runs primed instances served for runs from the `preload` image."""
+    return _ext.primed_runs(str(prepare(preload)))
+
+
+def run_primed(argv: list[str], preload: tuple[str, ...] = PRELOAD, **kw):
+    """Runs `argv` right after other runs back to back, again until a primed instance
+    served it (runs back to back leave one ready by their third run: standby.rs)."""
+    for _ in range(100):
+        for _ in range(3):
+            assert run(["-c", "pass"], preload=preload).ok
+        before = primed(preload)
+        done = run(argv, preload=preload, **kw)
+        if primed(preload) > before:
+            return done
+    pytest.fail("no primed instance served a run back to back")
+
+
+def test_runs_back_to_back_are_served_by_primed_instances():
+    before = primed()
+    for _ in range(60):
+        assert run(["-c", "pass"], preload=PRELOAD).ok
+    assert primed() - before >= 5
+
+
+def test_a_primed_run_gets_its_own_arguments_environment_stdin_and_folder():
+    done = run_primed(
+        ["-c", "import os, sys; print(sys.argv, os.environ['X'], os.getcwd(), sys.stdin.read(), os.listdir('/tmp'))", "a1"],
+        env={"X": "y"}, stdin=b"from stdin",
+    )
+    assert done.ok, done.stderr
+    assert done.stdout == b"['-c', 'a1'] y /work from stdin []\n"
+    assert done.stderr == b""
+
+
+def test_primed_runs_do_not_share_random_state_globals_or_files():
+    code = (
+        "import os, random, numpy as np; "
+        "print(random.random(), np.random.random(), 'leak' in globals(), os.listdir('/tmp'), os.environ.get('LEAK')); "
+        "leak = 1; open('/tmp/left', 'w').write('x'); os.environ['LEAK'] = '1'"
+    )
+    outs = [run_primed(["-c", code]) for _ in range(3)]
+    assert all(d.ok for d in outs), [d.stderr for d in outs]
+    rows = [d.stdout.split() for d in outs]
+    assert len({r[0] for r in rows}) == 3 and len({r[1] for r in rows}) == 3
+    assert all(r[2:] == [b"False", b"[]", b"None"] for r in rows), rows
+
+
+def test_a_primed_run_keeps_its_own_deadline_memory_and_output_limits():
+    t = time.monotonic()
+    spin = run_primed(["-c", "while True: pass"], deadline_s=0.3)
+    assert spin.trapped == "deadline" and time.monotonic() - t < 30
+    big = run_primed(["-c", "x = bytearray(400 << 20)"], memory_bytes=300 << 20)
+    assert big.exit_code == 1 and b"MemoryError" in big.stderr
+    loud = run_primed(["-c", "print('x' * 5000)"], output_bytes=100)
+    assert loud.ok and len(loud.stdout) == 100 and loud.truncated
+
+
+def test_a_primed_run_is_cancelled_by_its_token():
+    cancel = threading.Event()
+    cancel.set()
+    done = run_primed(["-c", "while True: pass"], cancel=cancel)
+    assert done.trapped == "cancelled"
+
+
+def test_a_primed_run_reaches_its_own_tools_and_records_them():
+    @tool
+    def add(a: int, b: int) -> int:
+        """Adds."""
+        return a + b
+
+    done = run_primed(["-c", "from host import tools; print(tools.add(a=2, b=3))"], tools=[add])
+    assert done.ok, done.stderr
+    assert done.stdout == b"5\n"
+    assert [(o.op, o.tool, o.outcome) for o in done.tools.outcomes] == [("list", None, "ok"), ("call", "add", "ok")]
+
+
 def test_a_process_with_a_guest_on_standby_exits_and_leaves_no_folder():
     import os
     import subprocess

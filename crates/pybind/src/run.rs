@@ -120,6 +120,14 @@ pub(crate) fn standby_warmups(image: Option<PathBuf>) -> usize {
     wasi_python_runtime::standby_warmups(image.as_deref())
 }
 
+/// How many runs primed instances served (runs back to back), for runs from the preload
+/// image file `image`, or for all (a diagnostic).
+#[pyfunction]
+#[pyo3(signature = (image=None))]
+pub(crate) fn primed_runs(image: Option<PathBuf>) -> usize {
+    wasi_python_runtime::primed_runs(image.as_deref())
+}
+
 /// How many compiled `-c` programs this process keeps for runs from preload images
 /// (a diagnostic).
 #[pyfunction]

@@ -62,7 +62,7 @@ pub use error::Error;
 pub use files::{DEFAULT_FILE_WRITE_BYTES, DEFAULT_MAX_OPEN_FILES, MAX_CREATED_ENTRIES, guest_descriptors_held};
 pub use tempdir::sweep_private_folders;
 pub use compiled::compiled_programs;
-pub use standby::{STANDBY_ENV, guests_on_standby, standby_warmups};
+pub use standby::{STANDBY_ENV, guests_on_standby, primed_runs, standby_warmups};
 pub use outcome::{Completed, Trapped, Truncated};
 pub use run::RunHandle;
 pub use runtime::Runtime;

@@ -27,10 +27,21 @@
 //! core while a guest waits, which it does for at most [`IDLE_FOR`] after the last run.
 //! Only the guest of the image made last warms up ([`LATEST`]): one per process.
 //!
-//! **Invariant:** nothing of the standby reaches the run but what a fresh instance
-//! would hold: its output before the run is dropped, it opened no file, and the run's
-//! limits, door and stdin replace the standby's before the answer is written. A
-//! standby is offered only once it waits, so a failure before that loses no run.
+//! Runs back to back get no guest on standby (each starts while the last one's thread is
+//! still finishing), so there a thread that finished a run back to back, while the next
+//! run is in progress, primes an instance instead: its store and instance made (what a
+//! fresh run does before it enters the guest), waiting in Rust, not in the guest, for
+//! [`PRIMED_FOR`] on a second list ([`Ready::wait_primed`]; at most one per image). A run
+//! offered to neither list's guest starts fresh. Taken, it gets the job as a guest on
+//! standby does ([`take_job`]) and starts the guest with the fresh run's `go` turn: the
+//! same guest work as a fresh run, minus the 26 us of making on the run's path (runs of
+//! `print(1)` back to back: 204-210 -> 173-178 us, docs/benchmarks.md, eleventh pass).
+//!
+//! **Invariant:** nothing of the standby or the primed instance reaches the run but what
+//! a fresh instance would hold: its output before the run is dropped, it opened no file,
+//! and the run's limits, door and stdin replace its own before the guest runs the
+//! program. A guest is offered only once it waits, so a failure before that loses no
+//! run.
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -86,6 +97,13 @@ pub fn guests_on_standby(image: Option<&Path>) -> usize {
 /// diagnostic (tests, benchmarks).
 pub fn standby_warmups(image: Option<&Path>) -> usize {
     of_images(image, |r| r.warmups.load(Ordering::SeqCst))
+}
+
+/// How many runs a primed instance served in this process (runs back to back: see
+/// [`PRIMED_FOR`]), for runs from the preload image file `image`, or for every image with
+/// `None`. A diagnostic (tests, benchmarks).
+pub fn primed_runs(image: Option<&Path>) -> usize {
+    of_images(image, |r| r.primed_runs.load(Ordering::SeqCst))
 }
 
 /// The sum of `count` over the [`Ready`] lists of `image` (all with `None`).
@@ -162,6 +180,13 @@ pub(crate) struct Ready {
     waiting: Waiters<Box<Job>, u64>,
     /// A guest is being made (at most one per image).
     making: AtomicBool,
+    /// Primed instances (made, not entered) waiting for a run, by memory size as above:
+    /// between runs back to back, where no guest on standby is made ([`PRIMED_FOR`]).
+    primed: Waiters<Box<Job>, u64>,
+    /// An instance is being primed or waits primed (at most one per image).
+    priming: AtomicBool,
+    /// How many runs primed instances served ([`primed_runs`]).
+    primed_runs: AtomicUsize,
     /// A guest failed before it could wait: none is made again.
     broken: AtomicBool,
     /// In a forked child, a guest the parent was making is not being made (forks.rs).
@@ -179,6 +204,9 @@ impl Ready {
             image,
             waiting: Waiters::new(),
             making: AtomicBool::new(false),
+            primed: Waiters::new(),
+            priming: AtomicBool::new(false),
+            primed_runs: AtomicUsize::new(0),
             broken: AtomicBool::new(false),
             warmups: AtomicUsize::new(0),
             seen: crate::forks::Seen::new(),
@@ -193,12 +221,42 @@ impl Ready {
     /// back if none takes it. `pull`: the caller waits next (wake.rs).
     pub(crate) fn offer(&self, job: Box<Job>, pull: bool) -> Result<(), Box<Job>> {
         let limit = job.config.limits.memory_bytes;
-        self.waiting.offer(job, |memory| *memory <= limit, pull)
+        let job = match self.waiting.offer(job, |memory| *memory <= limit, pull) {
+            Ok(()) => return Ok(()),
+            Err(job) => job,
+        };
+        self.primed.offer(job, |memory| *memory <= limit, pull)
     }
 
-    /// Whether a guest waits: a run that finds none need not build a [`Job`].
+    /// Whether a guest on standby or a primed instance waits: a run that finds none need
+    /// not build a [`Job`].
     pub(crate) fn any_waiting(&self) -> bool {
-        self.waiting.len() > 0
+        self.waiting.len() > 0 || self.primed.len() > 0
+    }
+
+    /// Claims the priming of the next instance; false if one is primed or waits, or
+    /// guests are no longer made.
+    pub(crate) fn claim_priming(&self) -> bool {
+        if self.seen.stale() {
+            self.priming.store(false, Ordering::SeqCst);
+        }
+        !self.broken.load(Ordering::Relaxed) && !RETIRED.load(Ordering::SeqCst) && !self.priming.swap(true, Ordering::SeqCst)
+    }
+
+    /// Waits up to [`PRIMED_FOR`] for a job, as the instance claimed by
+    /// [`Ready::claim_priming`] (whose claim ends here), with `memory_now` bytes of memory.
+    pub(crate) fn wait_primed(&self, memory_now: u64) -> Option<Box<Job>> {
+        let job = self.primed.wait(memory_now, 1, PRIMED_FOR, || {});
+        self.unprime();
+        if job.is_some() {
+            self.primed_runs.fetch_add(1, Ordering::SeqCst);
+        }
+        job
+    }
+
+    /// Ends the claim of [`Ready::claim_priming`] (an instance that could not be made).
+    pub(crate) fn unprime(&self) {
+        self.priming.store(false, Ordering::SeqCst);
     }
 
     /// Claims the making of the next guest; false if one is being made or waits, or
@@ -235,8 +293,13 @@ pub(crate) fn retire_all() {
     let lists: Vec<Arc<Ready>> = ALL.lock().iter().filter_map(std::sync::Weak::upgrade).collect();
     for r in lists {
         r.waiting.clear();
+        r.primed.clear();
     }
 }
+
+/// How long a primed instance waits for a run: runs back to back come within a
+/// millisecond; after a pause, a guest on standby serves.
+pub(crate) const PRIMED_FOR: Duration = Duration::from_millis(100);
 
 /// What a guest on standby keeps in its store until its run arrives.
 pub(crate) struct Waiting {
@@ -303,19 +366,33 @@ pub(crate) fn wait_for_run(
     let Some(job) = job else {
         return Err(wasmtime::format_err!("no run came for the guest on standby, or it was retired"));
     };
+    let (spec, taken) = take_job(state, &waiting.stdin, &waiting.stdout, &waiting.stderr, job);
+    *waiting.taken.lock() = Some(taken);
+    Ok(Some((spec, Ticker::global().activate(engine)?)))
+}
+
+/// Sets `job`'s limits, stdin, door, cancel and compiled-program offer on a guest made
+/// before it came (on standby or primed), whose pipes are `stdin`, `stdout` and
+/// `stderr`: what it wrote before is dropped. Returns the job's spec and the rest.
+pub(crate) fn take_job(
+    state: &mut HostState,
+    stdin: &InputPipe,
+    stdout: &CappedPipe,
+    stderr: &CappedPipe,
+    job: Box<Job>,
+) -> (Vec<u8>, Taken) {
     let Job { spec, offer, started, deadline, config, report } = *job;
     let limits = &config.limits;
-    // What the standby wrote before its run is not the run's.
-    waiting.stdout.take();
-    waiting.stderr.take();
-    waiting.stdout.set_cap(limits.output_bytes);
-    waiting.stderr.set_cap(limits.output_bytes);
-    waiting.stdin.set(config.stdin);
+    // What the guest wrote before its run is not the run's.
+    stdout.take();
+    stderr.take();
+    stdout.set_cap(limits.output_bytes);
+    stderr.set_cap(limits.output_bytes);
+    stdin.set(config.stdin);
     state.limits = GuestLimits::new(limits.memory_bytes);
     state.files = FileState::new(limits.file_write_bytes, limits.max_open_files);
     state.stop = CallContext { deadline, cancel: config.cancel };
     state.door = config.door;
     state.offer = offer;
-    *waiting.taken.lock() = Some(Taken { started, tools: config.tools, report });
-    Ok(Some((spec, Ticker::global().activate(engine)?)))
+    (spec, Taken { started, tools: config.tools, report })
 }
