@@ -256,7 +256,7 @@ fn standby_on_this_thread(
         },
         program_status,
     );
-    let Some(Taken { started, tools, report, .. }) = taken.lock().take() else {
+    let Some(taken) = taken.lock().take() else {
         // Ended before a run took it: retired, idle too long, or failed (then no
         // guest is made again for this image).
         if guest.store.data().standby.is_some() {
@@ -264,13 +264,21 @@ fn standby_on_this_thread(
         }
         return None;
     };
+    Some(end_made_ahead(guest, slot, ending, taken))
+}
+
+/// The end of a run served by a guest made before it came (on standby, or primed): reported
+/// to its caller, then the instance dropped and the slot freed while the thread holds
+/// [`Finishing`](crate::threads::Finishing). The CPU its caller waited on, if it did.
+fn end_made_ahead(mut guest: Guest, slot: crate::engine::Slot, ending: crate::guest::Ending, taken: Taken) -> Option<usize> {
+    let Taken { started, tools, report } = taken;
     guest.tools = tools;
     let caller = report.cpu;
     let finishing = report.report(Ok(guest.complete(ending, started, OpenFiles::Flush)));
     drop(guest);
     drop(slot);
     drop(finishing);
-    Some(caller)
+    caller
 }
 
 /// A primed instance: a store and an instance made (its memory from the image, its
@@ -299,9 +307,8 @@ fn primed_on_this_thread(
     let memory_now = guest.store.data().memory.map_or(u64::MAX, |m| m.data_size(&guest.store) as u64);
     let job = ready.wait_primed(memory_now)?;
     let (stdin, stdout, stderr) = (guest.stdin.clone(), guest.stdout.clone(), guest.stderr.clone());
-    let (spec, Taken { started, tools, report, .. }) = standby::take_job(guest.store.data_mut(), &stdin, &stdout, &stderr, job);
+    let (spec, taken) = standby::take_job(guest.store.data_mut(), &stdin, &stdout, &stderr, job);
     guest.store.data_mut().go_spec = Some(spec);
-    guest.tools = tools;
     let ending = guest.call(
         None,
         |g| {
@@ -310,12 +317,7 @@ fn primed_on_this_thread(
         },
         program_status,
     );
-    let caller = report.cpu;
-    let finishing = report.report(Ok(guest.complete(ending, started, OpenFiles::Flush)));
-    drop(guest);
-    drop(slot);
-    drop(finishing);
-    Some(caller)
+    Some(end_made_ahead(guest, slot, ending, taken))
 }
 
 /// A run in progress.
