@@ -62,14 +62,24 @@ const FINISH_WAIT: Duration = Duration::from_millis(2);
 /// pool slot and a stack of its own: 8-10 threads after 1,000 runs against 6-8 before,
 /// about 9 MiB of RSS each (docs/benchmarks.md, eleventh pass).
 pub(crate) struct Finishing {
-    _counted: Counted,
+    counted: Option<Counted>,
     _away: Away,
 }
 
 impl Finishing {
     /// `away`: the CPU of a caller that runs again at once ([`Away`]).
     pub(crate) fn new(away: Option<usize>) -> Finishing {
-        Finishing { _counted: Counted::more(&FINISHING), _away: Away::from(away) }
+        Finishing { counted: Some(Counted::more(&FINISHING)), _away: Away::from(away) }
+    }
+}
+
+impl Drop for Finishing {
+    fn drop(&mut self) {
+        drop(self.counted.take());
+        // A caller waiting for this thread looks again: it may not come back to the idle
+        // list (it makes a guest on standby or primes an instance next), and then the
+        // caller starts a thread now rather than at the end of its wait.
+        IDLE.wake_offers();
     }
 }
 
@@ -160,6 +170,13 @@ impl<T, K> Waiters<T, K> {
                 return Err(job);
             }
         }
+    }
+
+    /// Wakes the callers of [`Waiters::offer_within`], which look again whether waiting is
+    /// worth it.
+    pub(crate) fn wake_offers(&self) {
+        let _list = self.list.lock();
+        self.listed.notify_all();
     }
 
     /// Waits up to `idle` for a job as a waiter with `key`; `None` at once if `max`
@@ -295,6 +312,20 @@ mod tests {
         let started = std::time::Instant::now();
         assert_eq!(w.offer_within(6, false, Duration::from_millis(30), || true), Err(6));
         assert!(started.elapsed() >= Duration::from_millis(30), "waited its while, no longer");
+        // No longer worth it, and woken: back long before its while is up.
+        let worth = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(true));
+        let waker = {
+            let (w, worth) = (w.clone(), worth.clone());
+            std::thread::spawn(move || {
+                std::thread::sleep(Duration::from_millis(20));
+                worth.store(false, Ordering::SeqCst);
+                w.wake_offers();
+            })
+        };
+        let started = std::time::Instant::now();
+        assert_eq!(w.offer_within(7, false, long, || worth.load(Ordering::SeqCst)), Err(7));
+        assert!(started.elapsed() < Duration::from_secs(5));
+        waker.join().unwrap();
     }
 
     #[test]
