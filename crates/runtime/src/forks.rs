@@ -50,7 +50,7 @@ impl Seen {
         self.stale_at(generation())
     }
 
-    fn stale_at(&self, now: u64) -> bool {
+    pub(crate) fn stale_at(&self, now: u64) -> bool {
         // Read first: a run's path asks this of shared lists, and a write each time
         // would bounce their cache line between CPUs.
         self.0.load(Ordering::SeqCst) != now && self.0.swap(now, Ordering::SeqCst) != now

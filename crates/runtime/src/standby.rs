@@ -238,9 +238,7 @@ impl Ready {
     /// Claims the priming of the next instance; false if one is primed or waits, or
     /// guests are no longer made.
     pub(crate) fn claim_priming(&self) -> bool {
-        if self.seen.stale() {
-            self.priming.store(false, Ordering::SeqCst);
-        }
+        self.forget_the_parents();
         !self.broken.load(Ordering::Relaxed) && !RETIRED.load(Ordering::SeqCst) && !self.priming.swap(true, Ordering::SeqCst)
     }
 
@@ -263,13 +261,24 @@ impl Ready {
     /// Claims the making of the next guest; false if one is being made or waits, or
     /// the last one failed.
     pub(crate) fn claim_making(&self) -> bool {
-        if self.seen.stale() {
-            self.making.store(false, Ordering::SeqCst);
-        }
+        self.forget_the_parents();
         !self.broken.load(Ordering::Relaxed)
             && !RETIRED.load(Ordering::SeqCst)
             && self.waiting.len() == 0
             && !self.making.swap(true, Ordering::SeqCst)
+    }
+
+    /// In a forked child, at the first claim: the guest and the instance the parent was
+    /// making or priming are not the child's (`seen` tells once, so both claims end here).
+    fn forget_the_parents(&self) {
+        self.forget_the_parents_at(crate::forks::generation());
+    }
+
+    fn forget_the_parents_at(&self, now: u64) {
+        if self.seen.stale_at(now) {
+            self.making.store(false, Ordering::SeqCst);
+            self.priming.store(false, Ordering::SeqCst);
+        }
     }
 
     /// The guest claimed by [`Ready::claim_making`] was taken by a run, or ended waiting.
@@ -396,4 +405,25 @@ pub(crate) fn take_job(
     state.door = config.door;
     state.offer = offer;
     (spec, Taken { started, tools: config.tools, report })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    // Against explicit generations, as in forks.rs: counting a fork for real would make
+    // the other tests' lists in this binary forget their entries.
+    #[test]
+    fn a_forked_child_forgets_both_claims_its_parent_held() {
+        let ready = Ready::new(None);
+        ready.forget_the_parents_at(7);
+        // The parent was making a guest on standby and priming an instance when it forked.
+        ready.making.store(true, Ordering::SeqCst);
+        ready.priming.store(true, Ordering::SeqCst);
+        ready.forget_the_parents_at(7);
+        assert!(ready.making.load(Ordering::SeqCst) && ready.priming.load(Ordering::SeqCst), "not forked: kept");
+        ready.forget_the_parents_at(8);
+        assert!(!ready.making.load(Ordering::SeqCst), "the child makes its own guest on standby");
+        assert!(!ready.priming.load(Ordering::SeqCst), "and primes its own instance");
+    }
 }
