@@ -31,14 +31,16 @@ static IDLE: Waiters<Job, ()> = Waiters::new();
 /// (wake.rs); then, should no thread wait, one finishing its last run takes the job if it
 /// is done within [`FINISH_WAIT`].
 pub(crate) fn run_on_guest_thread(job: impl FnOnce() + Send + 'static, pull: bool) -> std::io::Result<()> {
-    let Err(job) = IDLE.offer(Box::new(job), |_| true, pull) else {
+    let Err(mut job) = IDLE.offer(Box::new(job), |_| true, pull) else {
         return Ok(());
     };
     let finishing = || FINISHING.get() > 0;
-    let Err(job) = (if pull && finishing() { IDLE.offer_within(job, pull, FINISH_WAIT, finishing) } else { Err(job) })
-    else {
-        return Ok(());
-    };
+    if pull && finishing() {
+        match IDLE.offer_within(job, pull, FINISH_WAIT, finishing) {
+            Ok(()) => return Ok(()),
+            Err(back) => job = back,
+        }
+    }
     std::thread::Builder::new()
         .name("wasi-python-guest".into())
         .stack_size(GUEST_THREAD_STACK)

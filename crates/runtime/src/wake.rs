@@ -89,12 +89,12 @@ impl Sleeper {
 /// 316-321 us of CPU each instead of 399-421 (docs/benchmarks.md, eleventh pass). Its
 /// CPUs back when dropped. With no other CPU it may use, or no caller's CPU given (a run
 /// whose caller goes on, or one after a pause: [`back_to_back`]), it yields once instead,
-/// so the caller it just woke, often put on this very CPU, runs before that work: a run that imported its tools and called one,
-/// 5 ms apart, had its result at `run()` 520-650 us after its end without the yield, and
-/// 20 us with it.
+/// so the caller it just woke, often put on this very CPU, runs before that work: a run
+/// that imported its tools and called one, 5 ms apart, had its result at `run()` 520-650
+/// us after its end without the yield, and 20 us with it.
 #[must_use]
 pub(crate) struct Away {
-    own: Option<Sleeper>,
+    _own: Restore,
 }
 
 impl Away {
@@ -104,13 +104,23 @@ impl Away {
         if own.is_none() {
             std::thread::yield_now();
         }
-        Away { own }
+        Away { _own: Restore(own) }
+    }
+
+    /// Whether it changed where the thread may run.
+    #[cfg(test)]
+    fn moved(&self) -> bool {
+        self._own.0.is_some()
     }
 }
 
-impl Drop for Away {
+/// The calling thread's own CPUs, given back when dropped: what [`Away`] and [`Pinned`]
+/// hold (`None`: nothing was changed).
+struct Restore(Option<Sleeper>);
+
+impl Drop for Restore {
     fn drop(&mut self) {
-        if let Some(me) = &self.own {
+        if let Some(me) = &self.0 {
             me.release();
         }
     }
@@ -157,21 +167,13 @@ impl Sleeper {
 /// caller was on. Its CPUs back when dropped (before the caller runs anything else).
 #[must_use]
 pub(crate) struct Pinned {
-    own: Option<Sleeper>,
+    _own: Restore,
 }
 
 impl Pinned {
     pub(crate) fn to(cpu: Option<usize>) -> Pinned {
         let own = cpu.and_then(|cpu| Sleeper::here().filter(|me| me.keep_to(cpu)));
-        Pinned { own }
-    }
-}
-
-impl Drop for Pinned {
-    fn drop(&mut self) {
-        if let Some(me) = &self.own {
-            me.release();
-        }
+        Pinned { _own: Restore(own) }
     }
 }
 
@@ -376,7 +378,7 @@ mod tests {
         if allowed(&mine).len() < 2 {
             // One CPU: nowhere else to go; it only yields.
             let away = Away::from(Some(here));
-            assert!(away.own.is_none());
+            assert!(!away.moved());
             return;
         }
         let away = Away::from(Some(here));
@@ -387,7 +389,7 @@ mod tests {
         assert_ne!(on, here, "moved off the caller's CPU at once");
         assert_eq!(after, allowed(&mine), "its CPUs back once dropped");
         let unknown = Away::from(None);
-        assert!(unknown.own.is_none() && allowed(&cpus()) == allowed(&mine), "no caller's CPU: nothing changes");
+        assert!(!unknown.moved() && allowed(&cpus()) == allowed(&mine), "no caller's CPU: nothing changes");
     }
 
     #[test]
