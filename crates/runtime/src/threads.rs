@@ -15,7 +15,7 @@ use parking_lot::{Condvar, Mutex};
 
 use crate::engine::GUEST_THREAD_STACK;
 use crate::forks::{Count, Counted, Seen};
-use crate::wake::{Away, Sleeper};
+use crate::wake::{Away, Change, Sleeper};
 
 type Job = Box<dyn FnOnce() + Send>;
 
@@ -111,12 +111,12 @@ pub(crate) struct Waiters<T, K> {
     seen: Seen,
 }
 
-/// One waiting thread: its key, the channel that hands it a job (and whether it was
-/// pulled to the waker's CPU), and where it sleeps (wake.rs).
+/// One waiting thread: its key, the channel that hands it a job (and the change of its
+/// CPUs, should it have been pulled to the waker's), and where it sleeps (wake.rs).
 struct Waiter<T, K> {
     id: u64,
     key: K,
-    tx: mpsc::SyncSender<(T, bool)>,
+    tx: mpsc::SyncSender<(T, Option<Change>)>,
     sleeper: Option<Sleeper>,
 }
 
@@ -146,7 +146,7 @@ impl<T, K> Waiters<T, K> {
                     None => return Err(job),
                 }
             };
-            let pulled = pull && waiter.sleeper.as_ref().is_some_and(Sleeper::pull);
+            let pulled = if pull { waiter.sleeper.as_ref().and_then(Sleeper::pull) } else { None };
             match waiter.tx.send((job, pulled)) {
                 Ok(()) => return Ok(()),
                 // That waiter is gone; try the next.
@@ -214,8 +214,8 @@ impl<T, K> Waiters<T, K> {
                 }
             }
         };
-        if pulled && let Some(s) = &sleeper {
-            s.release();
+        if let Some(change) = pulled {
+            change.undo();
         }
         Some(job)
     }
@@ -268,6 +268,39 @@ mod tests {
         let (job, after) = waiter.join().unwrap();
         assert_eq!(job, Some(5));
         assert_eq!(after, mine, "woken, it may run where it could before");
+    }
+
+    #[cfg(target_os = "linux")]
+    #[test]
+    fn a_waiter_restricted_while_it_waits_stays_restricted() {
+        // Issue 37, defect 1: the CPUs it had when it began to wait came back once woken.
+        use rustix::thread::{sched_getaffinity, sched_getcpu, sched_setaffinity};
+        let cpus = || sched_getaffinity(None).unwrap();
+        let mine = cpus();
+        if mine.count() < 2 {
+            return;
+        }
+        let here = sched_getcpu();
+        sched_setaffinity(None, &crate::wake::only(here)).unwrap();
+        let w: std::sync::Arc<Waiters<u32, ()>> = std::sync::Arc::new(Waiters::new());
+        let w2 = w.clone();
+        let (tid_tx, tid_rx) = mpsc::channel();
+        let waiter = std::thread::spawn(move || {
+            sched_setaffinity(None, &mine).unwrap();
+            tid_tx.send(rustix::thread::gettid()).unwrap();
+            (w2.wait((), 8, Duration::from_secs(10), || {}), cpus())
+        });
+        let tid = tid_rx.recv().unwrap();
+        while w.len() < 1 {
+            std::thread::yield_now();
+        }
+        // What `taskset -p` does to the waiting thread.
+        sched_setaffinity(Some(tid), &crate::wake::only(here)).unwrap();
+        assert_eq!(w.offer(5, |_| true, true), Ok(()));
+        let (job, after) = waiter.join().unwrap();
+        sched_setaffinity(None, &mine).unwrap();
+        assert_eq!(job, Some(5));
+        assert_eq!(after, crate::wake::only(here), "the restriction stands");
     }
 
     #[test]
