@@ -9,6 +9,34 @@ import helpers  # noqa: F401
 import pytest
 
 
+# --- the GIL canary (gil_canary.py): on for every test ------------------------------------
+import gil_canary as _gil_canary
+
+
+def pytest_report_header(config):
+    return f"GIL canary: a test that keeps the GIL {_gil_canary.STARVED} s fails; stacks in {_gil_canary.start().log_path}"
+
+
+def pytest_configure(config):
+    config.addinivalue_line("markers", "starves_gil: the test starves the GIL canary on purpose (its own test)")
+
+
+@pytest.fixture(autouse=True)
+def gil_canary(request):
+    """Fails a test during which a thread could not take the GIL for over
+    ``gil_canary.STARVED`` seconds, with every thread's stack at that moment."""
+    canary = _gil_canary.start()
+    since, log_at = _gil_canary.time.monotonic(), canary.log_size()
+    yield canary
+    starved = canary.starved_since(since)
+    if starved is not None and request.node.get_closest_marker("starves_gil") is None:
+        pytest.fail(
+            f"the GIL canary could not take the GIL for {starved:.1f} s during this test; "
+            f"the stacks then:\n{canary.log_tail(log_at)}",
+            pytrace=False,
+        )
+
+
 @pytest.fixture(scope="session")
 def many_calls_run():
     """One run whose guest makes 1,100 tool calls under ``max_tool_calls=None``: a costly run

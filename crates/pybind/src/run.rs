@@ -189,7 +189,7 @@ pub(crate) fn run_config(
     let rt = runtime_for(artifacts).map_err(errors::to_py)?;
     let cfg = cfg.cancel(token.clone());
     let handle = py.detach(|| rt.start(cfg)).map_err(errors::to_py)?;
-    wait_for(py, &token, |timeout| handle.wait_timeout(timeout))?.map_err(errors::to_py)
+    wait_for(py, || token.cancel(), |timeout| handle.wait_timeout(timeout))?.map_err(errors::to_py)
 }
 
 /// Starts one guest with `options` (used once) and returns at once: `run_async` awaits it
@@ -236,11 +236,12 @@ fn report(on_done: Py<PyAny>, result: Result<wasi_python_runtime::Completed, was
     });
 }
 
-/// Waits for `poll` to answer, looking at signals between waits: on Ctrl-C, cancels
-/// `token`, waits for the guest to unwind, then raises.
+/// Waits for `poll` to answer, with the GIL released, looking at signals between
+/// waits: on Ctrl-C (or whatever a signal handler raises), calls `cancel`, waits for
+/// the guest to unwind, then raises.
 pub(crate) fn wait_for<T: Send>(
     py: Python<'_>,
-    token: &wasi_python_runtime::CancelToken,
+    cancel: impl FnOnce(),
     poll: impl Fn(Duration) -> Option<T> + Sync,
 ) -> PyResult<T> {
     loop {
@@ -248,7 +249,7 @@ pub(crate) fn wait_for<T: Send>(
             return Ok(r);
         }
         if let Err(interrupt) = py.check_signals() {
-            token.cancel();
+            cancel();
             py.detach(|| while poll(SIGNAL_POLL).is_none() {});
             return Err(interrupt);
         }

@@ -45,14 +45,19 @@ impl SessionHandle {
     ) -> PyResult<Py<PyAny>> {
         let token = cancel.map(|c| c.inner.clone()).unwrap_or_default();
         let turn = Turn { code, deadline: opt_seconds("deadline_s", deadline_s)?, output_bytes, fuel, cancel: token.clone() };
-        let handle = self.session.start_turn(turn).map_err(refused)?;
-        let result = wait_for(py, &token, |timeout| handle.wait_timeout(timeout))?;
+        // Detached: the send waits for the session thread, which may need the GIL (a
+        // provider's write-back as the session ends).
+        let handle = py.detach(|| self.session.start_turn(turn)).map_err(refused)?;
+        let result = wait_for(py, || token.cancel(), |timeout| handle.wait_timeout(timeout))?;
         crate::completed::completed(py, result.map_err(refused)?)
     }
 
     /// Closes the session (runs the guest's atexit handlers); returns what they printed.
+    /// Ctrl-C cancels the shutdown, waits for the session to end, and raises.
     fn close(&self, py: Python<'_>) -> PyResult<Option<Outcome>> {
-        py.detach(|| self.session.close()).map(|done| Outcome::new(py, done)).transpose()
+        let closing = self.session.start_close();
+        let done = wait_for(py, || closing.cancel(), |timeout| closing.wait_timeout(timeout))?;
+        done.map(|done| Outcome::new(py, done)).transpose()
     }
 
     /// The interpreter between turns; raises `SnapshotError` (with `kind`) when refused.

@@ -40,6 +40,7 @@ mod quota;
 mod run;
 mod runtime;
 mod session;
+mod signals;
 mod snapshot;
 mod standby;
 mod stop;
@@ -60,6 +61,7 @@ pub use cached::{COMPILED_MAGIC, Origin as CacheOrigin, check as check_cache_fil
 pub use engine::{CACHE_ENV, CPU_ENV, CpuLevel, Flavour, WASMTIME_VERSION, default_cache_dir};
 pub use error::Error;
 pub use files::{DEFAULT_FILE_WRITE_BYTES, DEFAULT_MAX_OPEN_FILES, MAX_CREATED_ENTRIES, guest_descriptors_held};
+pub use signals::restore_trap_handlers;
 pub use tempdir::sweep_private_folders;
 pub use compiled::compiled_programs;
 pub use standby::{STANDBY_ENV, guests_on_standby, primed_runs, standby_warmups};
@@ -69,7 +71,7 @@ pub use runtime::Runtime;
 pub use fork::{PACKAGE_VERSION, Snapshot, SnapshotError};
 /// The saved-snapshot file format (`crates/image`), re-exported for embedders.
 pub use wasi_python_image as image;
-pub use session::{Session, SessionEnd, SessionError, SessionLimits, Turn, TurnHandle};
+pub use session::{Closing, Session, SessionEnd, SessionError, SessionLimits, Turn, TurnHandle};
 /// The tool door (`crates/door`), re-exported for embedders; its other names (the
 /// bounded wait, `Stop`) are under [`door`].
 pub use wasi_python_door::{

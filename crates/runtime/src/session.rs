@@ -110,7 +110,8 @@ enum Refused {
 enum Cmd {
     Turn(Turn, SyncSender<Result<Completed, SessionError>>),
     Snapshot(SyncSender<Result<Snapshot, SnapshotError>>),
-    Close(SyncSender<Option<Completed>>),
+    /// Closes; the token cancels the shutdown (the guest's `atexit` handlers).
+    Close(SyncSender<Option<Completed>>, CancelToken),
 }
 
 /// A live interpreter. Used from one thread at a time: a second concurrent turn is
@@ -294,6 +295,12 @@ impl Session {
         if self.forked() {
             return Err(Refused::Ended(SessionEnd::Closed));
         }
+        // The end is written before the turn that caused it is answered: refuse at once,
+        // rather than wait for the session thread to finish ending (the write-back of
+        // open mount files may take the GIL its caller holds).
+        if let Some(end) = self.ended.lock().clone() {
+            return Err(Refused::Ended(end));
+        }
         if self.busy.compare_exchange(false, true, Ordering::SeqCst, Ordering::SeqCst).is_err() {
             return Err(Refused::Busy);
         }
@@ -348,15 +355,103 @@ impl Session {
     /// Ends the session, running the guest's `atexit` handlers under the shutdown
     /// deadline. Returns what shutdown printed, if the guest was alive to run it.
     pub fn close(&self) -> Option<Completed> {
-        let tx = self.tx.lock().take()?;
-        if self.forked() {
-            return None;
+        let closing = self.start_close();
+        loop {
+            if let Some(done) = closing.wait_timeout(Duration::from_secs(3600)) {
+                return done;
+            }
         }
+    }
+
+    /// Starts closing the session and returns at once; [`Closing::wait_timeout`] waits
+    /// for the end in slices (so a caller can look at its signals between them) and
+    /// [`Closing::cancel`] cuts the shutdown short.
+    pub fn start_close(&self) -> Closing {
+        let tx = if self.forked() { None } else { self.tx.lock().take() };
         let (rtx, rrx) = mpsc::sync_channel(1);
-        if tx.send(Cmd::Close(rtx)).is_err() {
-            return None;
+        let cancel = CancelToken::new();
+        let state = match tx {
+            Some(tx) => CloseState::Sending(tx, Some(Cmd::Close(rtx, cancel.clone()))),
+            None => CloseState::Done,
+        };
+        Closing { state: Mutex::new(state), reply: Mutex::new(rrx), cancel }
+    }
+}
+
+/// A session being closed ([`Session::start_close`]).
+pub struct Closing {
+    state: Mutex<CloseState>,
+    reply: Mutex<Receiver<Option<Completed>>>,
+    cancel: CancelToken,
+}
+
+enum CloseState {
+    /// The close command has yet to reach the session thread (busy with a turn of
+    /// another thread, or spinning between turns).
+    Sending(SyncSender<Cmd>, Option<Cmd>),
+    /// The session thread has it: its answer comes on `reply`.
+    Sent,
+    /// Nothing to wait for (closed before, ended, forked, or cancelled before sent).
+    Done,
+}
+
+impl std::fmt::Debug for Closing {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Closing").field("cancelled", &self.cancel.is_cancelled()).finish_non_exhaustive()
+    }
+}
+
+impl Closing {
+    /// Waits up to `timeout` for the session to end: `Some(printed)` once it has
+    /// (`printed` is what shutdown printed, if the guest was alive to run it), `None`
+    /// when the time passed first.
+    pub fn wait_timeout(&self, timeout: Duration) -> Option<Option<Completed>> {
+        let until = Instant::now() + timeout;
+        let mut state = self.state.lock();
+        while let CloseState::Sending(tx, cmd) = &mut *state {
+            if self.cancel.is_cancelled() {
+                // Cancelled before the session thread took the command: dropping the
+                // sender ends it after its current turn, without shutdown.
+                *state = CloseState::Done;
+                break;
+            }
+            let Some(c) = cmd.take() else {
+                *state = CloseState::Done;
+                break;
+            };
+            match tx.try_send(c) {
+                Ok(()) => *state = CloseState::Sent,
+                Err(mpsc::TrySendError::Disconnected(_)) => *state = CloseState::Done,
+                Err(mpsc::TrySendError::Full(back)) => {
+                    *cmd = Some(back);
+                    let left = until.saturating_duration_since(Instant::now());
+                    if left.is_zero() {
+                        return None;
+                    }
+                    std::thread::sleep(left.min(Duration::from_millis(1)));
+                }
+            }
         }
-        rrx.recv().ok().flatten()
+        match *state {
+            CloseState::Sent => match self.reply.lock().recv_timeout(until.saturating_duration_since(Instant::now())) {
+                Ok(done) => {
+                    *state = CloseState::Done;
+                    Some(done)
+                }
+                Err(RecvTimeoutError::Timeout) => None,
+                Err(RecvTimeoutError::Disconnected) => {
+                    *state = CloseState::Done;
+                    Some(None)
+                }
+            },
+            _ => Some(None),
+        }
+    }
+
+    /// Cuts the shutdown short: the guest's `atexit` handlers are cancelled, open mount
+    /// files get their grace after the cancel, and the session ends.
+    pub fn cancel(&self) {
+        self.cancel.cancel();
     }
 }
 
@@ -496,8 +591,8 @@ impl Live {
                 Ok(Cmd::Snapshot(reply)) => {
                     let _ = reply.send(self.snapshot());
                 }
-                Ok(Cmd::Close(reply)) => {
-                    let done = self.shutdown(limits.shutdown);
+                Ok(Cmd::Close(reply, cancel)) => {
+                    let done = self.shutdown(limits.shutdown, &cancel);
                     *ended.lock() = Some(SessionEnd::Closed);
                     let _ = reply.send(Some(done));
                     return SessionEnd::Closed;
@@ -552,13 +647,13 @@ impl Live {
         self.taker.take(memory, clock)
     }
 
-    fn shutdown(&mut self, within: Duration) -> Completed {
+    fn shutdown(&mut self, within: Duration, cancel: &CancelToken) -> Completed {
         let started = Instant::now();
         let finish = self.finish;
         let ending = self.guest.call(
             None,
             |g| {
-                g.arm(started.checked_add(within), None, 1 << 20, &CancelToken::new())?;
+                g.arm(started.checked_add(within), None, 1 << 20, cancel)?;
                 if finish { g.call_turn(FINISH) } else { g.call_export("shutdown") }
             },
             |v| Ok(if finish && (256..512).contains(&v) { v - 256 } else { v }),
