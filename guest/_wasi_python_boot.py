@@ -5,6 +5,8 @@ line through the reactor's own runner (`_reactor.run`, what the `run` export doe
 then what interpreter finalisation does that a program can observe: atexit handlers,
 `__main__` torn down so unclosed files flush, the streams flushed. It ends with
 `os._exit`, skipping CPython's ~20 ms teardown: the host drops the instance anyway.
+A run from a session's snapshot runs its program in the session's `__main__`, with the
+session's variables; any other run, in a fresh one.
 
 `preload(names)` is the turn that builds a snapshot (crates/runtime/src/snapshot.rs):
 it imports the modules, then freezes the garbage collector's view of them, so a run
@@ -612,27 +614,46 @@ def restore(env, workdir, reseed=True):
     # leave no `.matplotlib` behind, as it would without the snapshot (README.md).
 
 
-def main(argv=None, env=None, workdir=None, restored=False, compiled=None):
+def main(argv=None, env=None, workdir=None, restored=False, compiled=None, in_main=False):
     """Runs a command line to its end. From a snapshot, `argv`, `env` and `workdir`
     come from the host (the turn's code); else from the `run` export's own. `compiled`:
-    see `_run_c`."""
+    see `_run_c`. `in_main`: a run from a session's snapshot, whose program runs in the
+    session's own `__main__` (its variables, functions and imports), whatever its form
+    (`-c`, a script, `-m`, stdin), as CPython runs each in `__main__`'s namespace; a run
+    from a preload image or without one gets a fresh `__main__`."""
     if env is not None and not restored:
         restore(None, workdir, reseed=False)
     install()
     argv = [sys.executable, *(sys.argv[1:] if argv is None else argv)]
     sys.orig_argv = argv
     if env is not None and len(argv) > 2 and argv[1] == "-c":
-        code = _run_c(argv, env, compiled)
+        code = _run_c(argv, env, compiled, in_main)
     else:
         if compiled == b"":  # asked for, and none to give: the offer ends here
             _ask(_OFFER_FRAME)
         # The runner sets the environment itself (os.environ, and C's through putenv).
-        code = _reactor.run(argv, dict(os.environ) if env is None else env)
+        env = dict(os.environ) if env is None else env
+        code = _in_session_main(argv, env) if in_main else _reactor.run(argv, env)
     finish()
     os._exit(code)
 
 
-def _run_c(argv, env, compiled=None):
+def _in_session_main(argv, env):
+    """The reactor's `run` with the session's `__main__` as the one it runs the program
+    in: its `_fresh_main` (a new module put in sys.modules) answers that module instead,
+    for this call. A snapshot without a `__main__` (a session may delete it) gets a
+    fresh one as before."""
+    fresh = _reactor._fresh_main
+    main = sys.modules.get("__main__")
+    if main is not None:
+        _reactor._fresh_main = lambda: main
+    try:
+        return _reactor.run(argv, env)
+    finally:
+        _reactor._fresh_main = fresh
+
+
+def _run_c(argv, env, compiled=None, in_main=False):
     """The reactor's `run` for a command line `-c CODE [ARG ...]` from a snapshot, its
     commonest: the same steps (the environment, `_refresh`, a fresh `__main__`, `sys.argv`,
     CODE compiled as `<string>` and registered for tracebacks, run, the streams flushed;
@@ -645,7 +666,11 @@ def _run_c(argv, env, compiled=None):
     `compiled` is the host's word on CODE's compiled form (crates/runtime/src/compiled.rs):
     None, compile it; the marshalled code object an earlier run from this image made of
     the same text, load it (200,000 instructions fewer for `print(1)`); empty, compile it
-    and offer the code (`_compile_offered`)."""
+    and offer the code (`_compile_offered`).
+
+    `in_main`: from a session's snapshot, CODE runs in the session's own `__main__`
+    rather than a fresh one (`main`); its code is never the cache's (the host keeps
+    programs per preload image only)."""
     global _image_env
     image_env, _image_env = _image_env, None
     if env != image_env:
@@ -657,6 +682,8 @@ def _run_c(argv, env, compiled=None):
     global _main_ahead
     main, _main_ahead = _main_ahead, None
     try:
+        if in_main:
+            main = sys.modules.get("__main__")
         if main is None or sys.modules.get("__main__") is not main:
             main = _reactor._fresh_main()
         sys.argv = ["-c", *argv[3:]]
@@ -762,7 +789,7 @@ def _warm_calls():
     (crates/runtime/src/standby.rs), and it imports nothing. A warm-up that fails is
     only a slower run."""
     try:
-        argv, env, _, _ = _spec_parts(b"0\0/work\x002\0-c\0pass\0HOME\0/work")
+        argv, env, _, _, _ = _spec_parts(b"0\0/work\x002\0-c\0pass\0HOME\0/work")
         _ = (env != dict(env), (argv, env)[0], len(argv))  # as `_run_c` compares
         modules = sys.modules
         linecache = modules.get("linecache")
@@ -839,7 +866,8 @@ def _door_call():
 def go(spec=None, restored=False):
     """A run from a snapshot (crates/runtime/src/run.rs, `go_spec`): `spec` holds the
     host's word on the program's compiled form (empty, `0`: asked for, or the length of
-    the marshalled code at its end; see `_run_c`), the working folder, the number of
+    the marshalled code at its end; see `_run_c`), or `m` for a run from a session's
+    snapshot, whose program runs in that `__main__` (`main`), the working folder, the number of
     arguments, the arguments, then the environment's names and values, separated by NUL
     (which none of them holds), then that code; None asks the host for it
     (`_GO_FRAME`). The host hands it through the door rather than in the turn's code,
@@ -847,21 +875,27 @@ def go(spec=None, restored=False):
     the reactor's parsing of a statement."""
     if spec is None:
         spec = _ask(_GO_FRAME)
-    argv, env, workdir, compiled = _spec_parts(spec)
-    main(argv, env, workdir, restored, compiled)
+    argv, env, workdir, compiled, in_main = _spec_parts(spec)
+    main(argv, env, workdir, restored, compiled, in_main)
 
 
 def _spec_parts(spec):
-    """`go`'s spec as (arguments, environment, working folder, compiled code or None)."""
+    """`go`'s spec as (arguments, environment, working folder, compiled code or None,
+    whether the program runs in the snapshot's `__main__`)."""
     head, _, spec = spec.partition(b"\0")
     compiled = None
-    if head:
+    in_main = head == _IN_MAIN
+    if head and not in_main:
         end = len(spec) - int(head)
         spec, compiled = spec[:end], spec[end:]
     parts = spec.decode().split("\0")
     n = int(parts[1])
     env = parts[2 + n :]
-    return parts[2 : 2 + n], dict(zip(env[::2], env[1::2])), parts[0], compiled
+    return parts[2 : 2 + n], dict(zip(env[::2], env[1::2])), parts[0], compiled, in_main
+
+
+# The spec's head for a run from a session's snapshot (run.rs, `IN_MAIN`).
+_IN_MAIN = b"m"
 
 
 def finish():

@@ -267,3 +267,82 @@ def test_wrong_types_are_type_errors():
         Snapshot(object())
     with pytest.raises(TypeError):
         Snapshot.from_bytes("text")
+
+
+# --- A run from a session's snapshot runs in the session's `__main__` (issue 37, defect 7):
+# docs/snapshots.md says every session or run from a snapshot has the session's variables.
+
+
+def test_a_run_from_a_session_snapshot_sees_the_sessions_variables(warm):
+    _, snap = warm
+    # The issue's example, and the variable, function, closure and objects of the session.
+    for argv, out in (
+        (["-c", "print(x + 1)"], b"42\n"),
+        (["-c", "print(len(df))"], b"3\n"),
+        (["-c", CHECK], EXPECTED),
+    ):
+        done = run(argv, snapshot=snap)
+        assert (done.exit_code, done.stdout) == (0, out), done.stderr.decode()
+    # Loaded from bytes too (a patch over the base image, whose runs keep a fresh one).
+    done = run(["-c", "print(f(1))"], snapshot=Snapshot.from_bytes(snap.to_bytes()))
+    assert done.stdout == b"42\n", done.stderr.decode()
+
+
+def test_a_run_from_a_session_snapshot_runs_as_main_with_its_own_argv(warm):
+    _, snap = warm
+    code = "import sys; print(__name__, globals() is sys.modules['__main__'].__dict__, sys.argv, x)"
+    done = run(["-c", code, "a"], snapshot=snap)
+    assert done.stdout == b"__main__ True ['-c', 'a'] 41\n", done.stderr.decode()
+
+
+def test_a_runs_changes_do_not_reach_the_snapshot_or_other_runs(warm):
+    orig, snap = warm
+    change = "x = 100; arr[0, 0] = 1000; df.loc[0, 'v'] = 0; print(f(1), int(arr.sum()))"
+    for _ in range(2):
+        # The second run starts from the snapshot's values again, not the first run's.
+        done = run(["-c", change], snapshot=snap)
+        assert done.stdout == b"101 1066\n", done.stderr.decode()
+    assert run(["-c", CHECK], snapshot=snap).stdout == EXPECTED
+    assert ok(orig, "print(f(1), int(arr.sum()), df.v.sum())") == b"42 66 8.0\n"
+
+
+def test_a_script_and_stdin_from_a_session_snapshot_run_in_its_main(warm, tmp_path):
+    from wasi_python import Grant
+
+    _, snap = warm
+    (tmp_path / "s.py").write_text("import sys\nprint(f(1), __name__, __file__, sys.argv)\n")
+    done = run(["/data/s.py", "a"], snapshot=snap, grants=[Grant(tmp_path, "/data")])
+    assert done.stdout == b"42 __main__ /data/s.py ['/data/s.py', 'a']\n", done.stderr.decode()
+    done = run(["-"], snapshot=snap, stdin=b"print(f(2), __name__)")
+    assert done.stdout == b"43 __main__\n", done.stderr.decode()
+    # A module run with -m (runpy runs it in `__main__` too), found through the session's path.
+    (tmp_path / "mod.py").write_text("import sys\nprint(y, __name__, sys.argv)\n")
+    with Session(preload=()) as s:
+        ok(s, "import sys; sys.path.insert(0, '/data'); y = 'session'")
+        snap = s.snapshot()
+    done = run(["-m", "mod", "a"], snapshot=snap, grants=[Grant(tmp_path, "/data")])
+    assert done.stdout == b"session __main__ ['/data/mod.py', 'a']\n", done.stderr.decode()
+
+
+def test_a_file_a_run_from_a_session_snapshot_left_open_is_flushed(warm, tmp_path):
+    from wasi_python import Grant
+
+    _, snap = warm
+    # Beside a function defined in the run: `__main__` is torn down at the end.
+    code = "out = open('/out/o.txt', 'w'); out.write(str(f(1)))\ndef g(): return out"
+    done = run(["-c", code], snapshot=snap, grants=[Grant(tmp_path, "/out", writable=True)])
+    assert done.exit_code == 0, done.stderr.decode()
+    assert (tmp_path / "o.txt").read_text() == "42"
+
+
+def test_runs_from_a_preload_image_keep_a_fresh_main_beside_snapshot_runs(warm):
+    # The same program text from the snapshot and from the preload image it started
+    # from, in turns and repeatedly: the image's runs keep its compiled program and its
+    # guests on standby, and never see the session's names.
+    _, snap = warm
+    show = "print(sorted(k for k in globals() if not k.startswith('__')))"
+    for _ in range(3):
+        fresh = run(["-c", show])
+        assert fresh.stdout == b"[]\n", fresh.stderr.decode()
+        forked = run(["-c", show], snapshot=snap)
+        assert b"'df'" in forked.stdout and b"'x'" in forked.stdout, forked.stderr.decode()

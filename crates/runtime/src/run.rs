@@ -64,6 +64,9 @@ impl Runtime {
         // Programs compiled once per preload image (not per session snapshot: a session's
         // code may have changed what compiling does).
         let compiled = matches!(origin, Origin::Preload(..)).then(|| flavoured.compiled.clone());
+        // From a session's snapshot, the program runs in the session's `__main__`, with its
+        // variables (the guest package's `main`); from a preload image, in a fresh one.
+        let in_main = matches!(origin, Origin::Snapshot(_));
         let then: Arc<parking_lot::Mutex<Option<Then>>> = Arc::new(parking_lot::Mutex::new(Some(then)));
         let reporter = Reporter { then: then.clone(), _active: standby::Active::new() };
         let done: Done = Box::new(move |result| reporter.report(result));
@@ -77,7 +80,7 @@ impl Runtime {
             Some(_) if flavoured.standby.any_waiting() => {
                 let started = Instant::now();
                 let deadline = config.limits.deadline.and_then(|d| started.checked_add(d));
-                let (spec, offer) = go_spec(&config, compiled.as_ref());
+                let (spec, offer) = go_spec(&config, compiled.as_ref(), in_main);
                 let job = Box::new(Job { spec, offer, started, deadline, config, report });
                 match flavoured.standby.offer(job, pull) {
                     Ok(()) => return Ok(()),
@@ -91,7 +94,7 @@ impl Runtime {
             _ => (config, report),
         };
         // A run from a snapshot asks for its spec with its first door call (`GO_TURN`).
-        let go = preloaded.then(|| go.unwrap_or_else(|| go_spec(&config, compiled.as_ref())));
+        let go = preloaded.then(|| go.unwrap_or_else(|| go_spec(&config, compiled.as_ref(), in_main)));
         let artifacts = self.artifacts().clone();
         crate::threads::run_on_guest_thread(
             move || {
@@ -189,15 +192,19 @@ fn takes_standby(config: &RunConfig, origin: &Origin) -> bool {
 
 /// `_wasi_python_boot.go`'s spec: what the run's compiled program is (compiled.rs: empty
 /// if not the cache's, `0` if asked for, else the length of the marshalled code that ends
-/// the spec), the working folder, the argument count, the arguments, the environment's
+/// the spec), or [`IN_MAIN`] (`in_main`: a run from a session's snapshot, never the
+/// cache's), the working folder, the argument count, the arguments, the environment's
 /// names and values, NUL-separated (none holds a NUL: the config refuses it); then the
 /// code, if any. With the offer to take, should the program be asked for.
-fn go_spec(config: &RunConfig, compiled: Option<&Arc<Compiled>>) -> (Vec<u8>, Option<Offer>) {
+fn go_spec(config: &RunConfig, compiled: Option<&Arc<Compiled>>, in_main: bool) -> (Vec<u8>, Option<Offer>) {
     let program = match (&config.argv[..], compiled) {
-        ([c, source, ..], Some(compiled)) if c == "-c" && config.limits.fuel.is_none() => compiled.lookup(source),
+        ([c, source, ..], Some(compiled)) if c == "-c" && config.limits.fuel.is_none() && !in_main => {
+            compiled.lookup(source)
+        }
         _ => Lookup::Skip,
     };
     let (head, code, offer) = match program {
+        Lookup::Skip if in_main => (IN_MAIN.to_owned(), None, None),
         Lookup::Skip => (String::new(), None, None),
         Lookup::Found(code) => (code.len().to_string(), Some(code), None),
         Lookup::Wanted(offer) => ("0".to_owned(), None, Some(offer)),
@@ -213,6 +220,11 @@ fn go_spec(config: &RunConfig, compiled: Option<&Arc<Compiled>>) -> (Vec<u8>, Op
     }
     (spec, offer)
 }
+
+/// The spec's head for a run from a session's snapshot: its program runs in the
+/// snapshot's `__main__`, whose variables the session made (`_wasi_python_boot._IN_MAIN`),
+/// where a run from a preload image gets a fresh one.
+const IN_MAIN: &str = "m";
 
 /// A guest on standby: made, prepared by the guest package's `serve`, waiting in its
 /// door call for a run (standby.rs); then that run's program, its ending reported as

@@ -251,3 +251,40 @@ fn a_run_on_standby_is_a_fresh_run_with_its_own_settings() {
     assert_eq!(loud.stdout, b"yyyyyyyyyy");
     assert!(loud.truncated.stdout);
 }
+
+// A run from a session's snapshot runs its program in the session's `__main__` (issue 37,
+// defect 7): docs/snapshots.md says every session or run from a snapshot has its variables.
+
+#[test]
+fn a_run_from_a_session_snapshot_runs_in_its_main_and_the_images_runs_in_a_fresh_one() {
+    let cfg = RunConfig::new(Vec::<String>::new()).preload(numpy());
+    let s: Session = runtime().open_session(cfg, SessionLimits::default()).unwrap();
+    let setup = s.turn(turn("import numpy as np\nx = 41\ndef f(a): return a + x\narr = np.arange(4)")).unwrap();
+    assert_eq!(setup.exit_code, Some(0), "{}", text(&setup.stderr));
+    let snap = s.snapshot().unwrap();
+    let from = |argv: &[&str]| {
+        let done = run(RunConfig::new(argv.to_vec()).snapshot(snap.clone()));
+        assert_eq!(done.exit_code, Some(0), "{argv:?}: {}", text(&done.stderr));
+        text(&done.stdout)
+    };
+    assert_eq!(from(&["-c", "print(x + 1)"]), "42\n");
+    assert_eq!(
+        from(&["-c", "import sys; print(f(1), __name__, globals() is sys.modules['__main__'].__dict__, sys.argv)", "a"]),
+        "42 __main__ True ['-c', 'a']\n"
+    );
+    // A run's changes stay in its own fork: the next run starts from the snapshot's values.
+    let change = ["-c", "x = 100; arr[0] = 10; print(f(1), int(arr.sum()))"];
+    assert_eq!(from(&change), "101 16\n");
+    assert_eq!(from(&change), "101 16\n");
+    // Metered, the same.
+    let metered = run(RunConfig::new(["-c", "print(f(2))"]).snapshot(snap.clone()).fuel(Some(5_000_000_000)));
+    assert_eq!(text(&metered.stdout), "43\n", "{}", text(&metered.stderr));
+    // The preload image's own runs (its compiled programs, its guests on standby) keep a
+    // fresh `__main__`, the same text before and after the snapshot's.
+    let show = "print(sorted(k for k in globals() if not k.startswith('__')))";
+    for _ in 0..3 {
+        assert_eq!(text(&run(pre(show)).stdout), "[]\n");
+        assert_eq!(from(&["-c", show]), "['arr', 'f', 'np', 'x']\n");
+    }
+    s.close();
+}
