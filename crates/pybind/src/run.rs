@@ -108,31 +108,31 @@ pub(crate) fn sweep_private_folders(py: Python<'_>, wait_s: f64) -> PyResult<usi
 /// file `image` (what `prepare_preload` returns), or for all (a diagnostic).
 #[pyfunction]
 #[pyo3(signature = (image=None))]
-pub(crate) fn guests_on_standby(image: Option<PathBuf>) -> usize {
-    wasi_python_runtime::guests_on_standby(image.as_deref())
+pub(crate) fn guests_on_standby(py: Python<'_>, image: Option<PathBuf>) -> usize {
+    py.detach(|| wasi_python_runtime::guests_on_standby(image.as_deref()))
 }
 
 /// How often guests on standby were sent to warm up while they waited, for runs from
 /// the preload image file `image`, or for all (a diagnostic).
 #[pyfunction]
 #[pyo3(signature = (image=None))]
-pub(crate) fn standby_warmups(image: Option<PathBuf>) -> usize {
-    wasi_python_runtime::standby_warmups(image.as_deref())
+pub(crate) fn standby_warmups(py: Python<'_>, image: Option<PathBuf>) -> usize {
+    py.detach(|| wasi_python_runtime::standby_warmups(image.as_deref()))
 }
 
 /// How many runs primed instances served (runs back to back), for runs from the preload
 /// image file `image`, or for all (a diagnostic).
 #[pyfunction]
 #[pyo3(signature = (image=None))]
-pub(crate) fn primed_runs(image: Option<PathBuf>) -> usize {
-    wasi_python_runtime::primed_runs(image.as_deref())
+pub(crate) fn primed_runs(py: Python<'_>, image: Option<PathBuf>) -> usize {
+    py.detach(|| wasi_python_runtime::primed_runs(image.as_deref()))
 }
 
 /// How many compiled `-c` programs this process keeps for runs from preload images
 /// (a diagnostic).
 #[pyfunction]
-pub(crate) fn compiled_programs() -> usize {
-    wasi_python_runtime::compiled_programs()
+pub(crate) fn compiled_programs(py: Python<'_>) -> usize {
+    py.detach(wasi_python_runtime::compiled_programs)
 }
 
 /// The modules a run preloads when `preload=` is not given, for these artifacts.
