@@ -7,10 +7,13 @@
 //! ```text
 //! 0    magic            8 bytes, "WPYSNAP\0"
 //! 8    format version   u32 LE (FORMAT_VERSION)
-//! 12   header length    u32 LE (at most MAX_HEADER)
-//! 16   header           the fields of Header, in order (below)
+//! 12   flags            u32 LE: bit 0, signed (a MAC follows the checksum); no other bit
+//! 16   header length    u32 LE (at most MAX_HEADER)
+//! 20   header           the fields of Header, in order (below)
 //! ..   checksum         32 bytes: SHA-256 of everything before it, then the payload
-//! ..   payload          zstd of: the pages, then their numbers (u32 LE, strictly increasing)
+//! ..   MAC              signed files only, 32 bytes: HMAC-SHA256 under the embedder's
+//!                       key of everything before it (checksum included), then the payload
+//! ..   payload          zstd of: the page numbers (u32 LE, strictly increasing), then the pages
 //! ```
 //!
 //! Header fields (integers little-endian; a string is a u16 length and UTF-8 bytes):
@@ -20,17 +23,31 @@
 //! clock in ns (u64), the count of pages stored (u32) and the payload's length (u64).
 //! The header's length must match its fields exactly and the payload must end the file.
 //!
-//! **Invariant:** [`decode`] never panics, never allocates more than the header's claims
-//! allow once they are bounded by [`Limits`] (checked before any allocation), and never
-//! decompresses a payload whose checksum does not match. Tests: tests/it; fuzzed by
-//! fuzz/fuzz_targets/snapshot_load.rs.
+//! The checksum catches accidents (a truncated copy, a flipped bit), not edits: anyone
+//! can recompute it. A file made with a [`Key`] is signed; opened with the key
+//! ([`open`]), an unsigned file or one whose MAC does not match is refused before
+//! anything is decompressed. Without a key a signed file opens as an unsigned one.
+//!
+//! **Invariant:** [`open`] and [`decode`] never panic; the header is bounded (1 MiB)
+//! before it is read and its values ([`Header::validate`]: memory within [`Limits`],
+//! clock within [`MAX_CLOCK_NS`]) are checked before anything else is done with them;
+//! nothing is decompressed before the MAC (with a key) and the checksum match; and what
+//! is held grows with what decompresses, never with what the header claims: the page
+//! numbers come first and are checked as they arrive, and the pages are read as the
+//! stream yields them (at most twice their bytes held, plus zstd's window, at most
+//! 2^[`MAX_WINDOW_LOG`]). Tests: tests/it, tests/alloc.rs (a counting allocator); fuzzed
+//! by fuzz/fuzz_targets/snapshot_load.rs.
 
+use std::io::Read;
+
+use hmac::{Hmac, Mac};
 use sha2::{Digest, Sha256};
 
 /// The first eight bytes of every snapshot file.
 pub const MAGIC: [u8; 8] = *b"WPYSNAP\0";
-/// Bumped when the layout or the meaning of a field changes.
-pub const FORMAT_VERSION: u32 = 1;
+/// Bumped when the layout or the meaning of a field changes (2: flags and the MAC, the
+/// page numbers before the pages).
+pub const FORMAT_VERSION: u32 = 2;
 /// The granularity of the page list: a host page, not a wasm page.
 pub const PAGE: usize = 4096;
 /// Bytes in a wasm page.
@@ -41,8 +58,17 @@ pub const MAX_WASM_PAGES: u64 = 65_536;
 pub const MAX_HEADER: u32 = 1 << 20;
 /// Module names a base image may list.
 pub const MAX_BASE_MODULES: u32 = 4096;
-const FIXED: usize = 16;
+/// The largest guest clock a file may carry, in ns: 2^62, 146 years of sessions. A
+/// runtime adds a run's elapsed time to it; under this bound that cannot overflow.
+pub const MAX_CLOCK_NS: u64 = 1 << 62;
+/// The largest zstd window a payload may ask of the decoder (8 MiB): the window of
+/// [`encode`]'s highest level (19).
+pub const MAX_WINDOW_LOG: u32 = 23;
+/// A signing key's least length in bytes.
+pub const MIN_KEY: usize = 16;
+const FIXED: usize = 20;
 const SUM: usize = 32;
+const SIGNED: u32 = 1;
 const PAGES_PER_WASM_PAGE: u64 = WASM_PAGE / PAGE as u64;
 
 /// Why bytes are not a snapshot this format can read.
@@ -59,15 +85,21 @@ pub enum FormatError {
     Malformed { what: String },
     #[error("the snapshot is too large: {what} is {value}, over the limit of {limit}")]
     TooLarge { what: &'static str, value: u64, limit: u64 },
-    #[error("the snapshot's checksum does not match its contents (corrupted or edited)")]
+    #[error("the snapshot's clock ({ns} ns) is past any session's (at most {limit} ns)")]
+    Clock { ns: u64, limit: u64 },
+    #[error("the snapshot's checksum does not match its contents (an accidental corruption: the checksum does not authenticate)")]
     Checksum,
+    #[error("the snapshot is not signed, and a key was given to check its signature")]
+    Unsigned,
+    #[error("the snapshot's signature does not match the key (signed with another key, or edited)")]
+    Signature,
     #[error("the snapshot's pages do not decompress: {0}")]
     Compression(String),
 }
 
 impl FormatError {
     /// A short name for each kind: "magic", "version", "truncated", "malformed",
-    /// "too_large", "checksum", "compression".
+    /// "too_large", "clock", "checksum", "unsigned", "signature", "compression".
     pub fn kind(&self) -> &'static str {
         match self {
             FormatError::Magic => "magic",
@@ -75,9 +107,49 @@ impl FormatError {
             FormatError::Truncated { .. } => "truncated",
             FormatError::Malformed { .. } => "malformed",
             FormatError::TooLarge { .. } => "too_large",
+            FormatError::Clock { .. } => "clock",
             FormatError::Checksum => "checksum",
+            FormatError::Unsigned => "unsigned",
+            FormatError::Signature => "signature",
             FormatError::Compression(_) => "compression",
         }
+    }
+}
+
+/// A key is refused.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum KeyError {
+    #[error("a snapshot signing key must be at least {MIN_KEY} bytes; this one has {len}")]
+    TooShort { len: usize },
+}
+
+/// The embedder's secret for signing files ([`encode_signed`]) and checking them
+/// ([`open`]): HMAC-SHA256, keyed once. Its `Debug` shows nothing of it.
+#[derive(Clone)]
+pub struct Key(Hmac<Sha256>);
+
+impl Key {
+    /// A key of at least [`MIN_KEY`] bytes (random bytes, e.g. 32 from the OS).
+    pub fn new(secret: &[u8]) -> Result<Key, KeyError> {
+        if secret.len() < MIN_KEY {
+            return Err(KeyError::TooShort { len: secret.len() });
+        }
+        // HMAC takes a key of any length: this cannot fail.
+        Hmac::<Sha256>::new_from_slice(secret).map(Key).map_err(|_| KeyError::TooShort { len: secret.len() })
+    }
+
+    fn mac(&self, before: &[u8], payload: &[u8]) -> Hmac<Sha256> {
+        let mut m = self.0.clone();
+        m.update(before);
+        m.update(payload);
+        m
+    }
+}
+
+impl std::fmt::Debug for Key {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("Key(..)")
     }
 }
 
@@ -103,8 +175,31 @@ pub struct Header {
 }
 
 impl Header {
+    /// The memory's size in bytes (saturating: a header that [`Header::validate`]
+    /// accepted is at most 4 GiB).
     pub fn memory_bytes(&self) -> u64 {
-        self.memory_pages * WASM_PAGE
+        self.memory_pages.saturating_mul(WASM_PAGE)
+    }
+
+    /// The checks of the values a runtime takes from a file: a memory of at least one
+    /// wasm page and at most `limits` (and 4 GiB), a clock of at most [`MAX_CLOCK_NS`].
+    /// [`read_header`] and [`open`] apply them; a runtime may rely on them.
+    pub fn validate(&self, limits: &Limits) -> Result<(), FormatError> {
+        let max_pages = (limits.max_memory_bytes / WASM_PAGE).min(MAX_WASM_PAGES);
+        if self.memory_pages == 0 {
+            return Err(FormatError::Malformed { what: "the memory has no pages".into() });
+        }
+        if self.memory_pages > max_pages {
+            return Err(FormatError::TooLarge {
+                what: "the memory",
+                value: self.memory_bytes(),
+                limit: max_pages * WASM_PAGE,
+            });
+        }
+        if self.clock_ns > MAX_CLOCK_NS {
+            return Err(FormatError::Clock { ns: self.clock_ns, limit: MAX_CLOCK_NS });
+        }
+        Ok(())
     }
 }
 
@@ -155,14 +250,26 @@ impl Pages {
     }
 }
 
-/// The file for `header` and `pages`, compressed at zstd `level` (1-19; 3 is zstd's default).
+/// The file for `header` and `pages`, unsigned, compressed at zstd `level` (1-19; 3 is
+/// zstd's default).
 pub fn encode(header: &Header, pages: &Pages, level: i32) -> Vec<u8> {
+    encode_with(header, pages, level, None)
+}
+
+/// [`encode`], signed with `key`: [`open`] with the same key accepts it, with another
+/// refuses it.
+pub fn encode_signed(header: &Header, pages: &Pages, level: i32, key: &Key) -> Vec<u8> {
+    encode_with(header, pages, level, Some(key))
+}
+
+fn encode_with(header: &Header, pages: &Pages, level: i32, key: Option<&Key>) -> Vec<u8> {
     let mut raw = Vec::with_capacity(pages.numbers.len() * 4 + pages.data.len());
-    raw.extend_from_slice(&pages.data);
     for n in &pages.numbers {
         raw.extend_from_slice(&n.to_le_bytes());
     }
-    // Compressing from memory into memory cannot fail but for a bad level, clamped here.
+    raw.extend_from_slice(&pages.data);
+    // Compressing from memory into memory cannot fail but for a bad level, clamped here
+    // (at most 19, whose window is 2^MAX_WINDOW_LOG).
     let payload = zstd::bulk::compress(&raw, level.clamp(1, 19)).unwrap_or_default();
     drop(raw);
     let mut h = Vec::new();
@@ -179,13 +286,18 @@ pub fn encode(header: &Header, pages: &Pages, level: i32) -> Vec<u8> {
     h.extend_from_slice(&header.clock_ns.to_le_bytes());
     h.extend_from_slice(&(pages.numbers.len() as u32).to_le_bytes());
     h.extend_from_slice(&(payload.len() as u64).to_le_bytes());
-    let mut out = Vec::with_capacity(FIXED + h.len() + SUM + payload.len());
+    let mut out = Vec::with_capacity(FIXED + h.len() + 2 * SUM + payload.len());
     out.extend_from_slice(&MAGIC);
     out.extend_from_slice(&FORMAT_VERSION.to_le_bytes());
+    out.extend_from_slice(&(if key.is_some() { SIGNED } else { 0 }).to_le_bytes());
     out.extend_from_slice(&(h.len() as u32).to_le_bytes());
     out.extend_from_slice(&h);
     let sum = checksum(&out, &payload);
     out.extend_from_slice(&sum);
+    if let Some(key) = key {
+        let mac = key.mac(&out, &payload).finalize().into_bytes();
+        out.extend_from_slice(&mac);
+    }
     out.extend_from_slice(&payload);
     out
 }
@@ -236,17 +348,20 @@ impl<'a> Reader<'a> {
     }
 }
 
-/// The parts of a file, its lengths checked against each other.
+/// The parts of a file, its lengths checked against each other; its values not yet.
 struct Parts<'a> {
     header: Header,
     pages: u32,
-    /// The magic, version, length and header: what the checksum covers before the payload.
+    /// The magic, version, flags, length and header: what the checksum covers before
+    /// the payload.
     before: &'a [u8],
     sum: &'a [u8],
+    /// What the MAC covers before the payload (`before` and the checksum), and the MAC.
+    signed: Option<(&'a [u8], &'a [u8])>,
     payload: &'a [u8],
 }
 
-fn split<'a>(bytes: &'a [u8], limits: &Limits) -> Result<Parts<'a>, FormatError> {
+fn split(bytes: &[u8]) -> Result<Parts<'_>, FormatError> {
     if bytes.len() < MAGIC.len() || bytes[..MAGIC.len()] != MAGIC {
         // A prefix of the magic is a truncated file; anything else is another file.
         if bytes.len() < MAGIC.len() && MAGIC.starts_with(bytes) {
@@ -259,6 +374,10 @@ fn split<'a>(bytes: &'a [u8], limits: &Limits) -> Result<Parts<'a>, FormatError>
     if version != FORMAT_VERSION {
         return Err(FormatError::Version { found: version, expected: FORMAT_VERSION });
     }
+    let flags = r.u32("the flags")?;
+    if flags & !SIGNED != 0 {
+        return Err(FormatError::Malformed { what: format!("unknown flags {flags:#x}") });
+    }
     let len = r.u32("the header length")?;
     if len > MAX_HEADER {
         return Err(FormatError::TooLarge { what: "the header", value: len.into(), limit: MAX_HEADER.into() });
@@ -266,6 +385,12 @@ fn split<'a>(bytes: &'a [u8], limits: &Limits) -> Result<Parts<'a>, FormatError>
     let header_bytes = r.take(len as usize, "the header")?;
     let before = &bytes[..r.at];
     let sum = r.take(SUM, "the checksum")?;
+    let signed = if flags & SIGNED != 0 {
+        let covered = &bytes[..r.at];
+        Some((covered, r.take(SUM, "the signature")?))
+    } else {
+        None
+    };
     let rest = &bytes[r.at..];
 
     let mut h = Reader { bytes: header_bytes, at: 0 };
@@ -277,7 +402,8 @@ fn split<'a>(bytes: &'a [u8], limits: &Limits) -> Result<Parts<'a>, FormatError>
     if count > MAX_BASE_MODULES {
         return Err(FormatError::TooLarge { what: "the base module count", value: count.into(), limit: MAX_BASE_MODULES.into() });
     }
-    let mut base_modules = Vec::with_capacity(count as usize);
+    // Each name takes at least its 2-byte length in the header (at most 1 MiB).
+    let mut base_modules = Vec::with_capacity((count as usize).min(header_bytes.len() / 2));
     for _ in 0..count {
         base_modules.push(h.str("a base module name")?);
     }
@@ -289,20 +415,6 @@ fn split<'a>(bytes: &'a [u8], limits: &Limits) -> Result<Parts<'a>, FormatError>
     if h.at != header_bytes.len() {
         return Err(FormatError::Malformed { what: format!("the header has {} bytes past its fields", header_bytes.len() - h.at) });
     }
-    let max_pages = (limits.max_memory_bytes / WASM_PAGE).min(MAX_WASM_PAGES);
-    if memory_pages == 0 {
-        return Err(FormatError::Malformed { what: "the memory has no pages".into() });
-    }
-    if memory_pages > max_pages {
-        return Err(FormatError::TooLarge {
-            what: "the memory",
-            value: memory_pages.saturating_mul(WASM_PAGE),
-            limit: max_pages * WASM_PAGE,
-        });
-    }
-    if u64::from(pages) > memory_pages * PAGES_PER_WASM_PAGE {
-        return Err(FormatError::Malformed { what: format!("{pages} pages stored for a memory of {memory_pages} wasm pages") });
-    }
     if payload_len > rest.len() as u64 {
         return Err(FormatError::Truncated { what: "the page list" });
     }
@@ -310,48 +422,131 @@ fn split<'a>(bytes: &'a [u8], limits: &Limits) -> Result<Parts<'a>, FormatError>
         return Err(FormatError::Malformed { what: format!("{} bytes follow the page list", rest.len() as u64 - payload_len) });
     }
     let header = Header { module_sha256, wasmtime, engine, package, base_modules, base_sha256, memory_pages, clock_ns };
-    Ok(Parts { header, pages, before, sum, payload: rest })
+    Ok(Parts { header, pages, before, sum, signed, payload: rest })
 }
 
-/// The header alone, its lengths checked but not its checksum: what a file says it is.
+/// The header's values checked, and the page count against the memory.
+fn check_values(parts: &Parts<'_>, limits: &Limits) -> Result<(), FormatError> {
+    parts.header.validate(limits)?;
+    let memory_pages = parts.header.memory_pages;
+    if u64::from(parts.pages) > memory_pages * PAGES_PER_WASM_PAGE {
+        return Err(FormatError::Malformed {
+            what: format!("{} pages stored for a memory of {memory_pages} wasm pages", parts.pages),
+        });
+    }
+    Ok(())
+}
+
+/// The header alone, its lengths and values checked ([`Header::validate`]) but neither
+/// its checksum nor its signature: what a file says it is.
 pub fn read_header(bytes: &[u8], limits: &Limits) -> Result<Header, FormatError> {
-    split(bytes, limits).map(|p| p.header)
+    let parts = split(bytes)?;
+    check_values(&parts, limits)?;
+    Ok(parts.header)
 }
 
-/// The whole file: header, checksum, then the pages, decompressed and checked (numbers
-/// growing and inside the memory).
-pub fn decode(bytes: &[u8], limits: &Limits) -> Result<(Header, Pages), FormatError> {
-    let parts = split(bytes, limits)?;
+/// A file whose lengths, signature (when a key is given), checksum and header values
+/// are checked, its pages not yet decompressed ([`Opened::pages`]).
+pub struct Opened<'a> {
+    parts: Parts<'a>,
+}
+
+impl std::fmt::Debug for Opened<'_> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Opened").field("header", &self.parts.header).field("signed", &self.signed()).finish()
+    }
+}
+
+/// Checks `bytes` in this order, nothing decompressed: lengths; with a `key`, that the
+/// file is signed ([`FormatError::Unsigned`]) with that key ([`FormatError::Signature`]);
+/// the checksum; the header's values against `limits`. Without a key, a signed file is
+/// checked as an unsigned one.
+pub fn open<'a>(bytes: &'a [u8], limits: &Limits, key: Option<&Key>) -> Result<Opened<'a>, FormatError> {
+    let parts = split(bytes)?;
+    if let Some(key) = key {
+        let Some((covered, mac)) = parts.signed else { return Err(FormatError::Unsigned) };
+        key.mac(covered, parts.payload).verify_slice(mac).map_err(|_| FormatError::Signature)?;
+    }
     if checksum(parts.before, parts.payload)[..] != *parts.sum {
         return Err(FormatError::Checksum);
     }
-    let count = parts.pages as usize;
-    // Bounded by the memory's size, itself bounded by `limits` (split).
-    let raw_len = count * (4 + PAGE);
-    match zstd::zstd_safe::get_frame_content_size(parts.payload) {
-        Ok(Some(n)) if n == raw_len as u64 => {}
-        Ok(Some(n)) => {
-            return Err(FormatError::Malformed { what: format!("the page list holds {n} bytes, not the {raw_len} its count says") });
-        }
-        _ => return Err(FormatError::Compression("the frame does not state its size".into())),
+    check_values(&parts, limits)?;
+    Ok(Opened { parts })
+}
+
+impl Opened<'_> {
+    pub fn header(&self) -> &Header {
+        &self.parts.header
     }
-    let raw = zstd::bulk::decompress(parts.payload, raw_len).map_err(|e| FormatError::Compression(e.to_string()))?;
-    if raw.len() != raw_len {
-        return Err(FormatError::Truncated { what: "the pages" });
+
+    /// Whether the file carries a signature (checked only when opened with a key).
+    pub fn signed(&self) -> bool {
+        self.parts.signed.is_some()
     }
-    let limit = parts.header.memory_pages * PAGES_PER_WASM_PAGE;
-    let mut numbers = Vec::with_capacity(count);
-    for c in raw[count * PAGE..].chunks_exact(4) {
-        let n = u32::from_le_bytes([c[0], c[1], c[2], c[3]]);
-        if numbers.last().is_some_and(|&l: &u32| l >= n) {
-            return Err(FormatError::Malformed { what: "page numbers do not grow".into() });
+
+    /// The pages, decompressed as a stream: the numbers first, each checked as it
+    /// arrives (growing, inside the memory), then the pages, held as they come; the
+    /// stream must then end, and the file with it.
+    pub fn pages(&self) -> Result<Pages, FormatError> {
+        let count = self.parts.pages as usize;
+        let limit = self.parts.header.memory_pages * PAGES_PER_WASM_PAGE;
+        let compression = |e: std::io::Error| FormatError::Compression(e.to_string());
+        let mut stream = zstd::stream::read::Decoder::with_buffer(self.parts.payload).map_err(compression)?.single_frame();
+        stream.window_log_max(MAX_WINDOW_LOG).map_err(compression)?;
+
+        // The numbers, 16 KiB at a time: a list that does not grow is refused at once.
+        let mut numbers: Vec<u32> = Vec::new();
+        let mut chunk = [0u8; 16 << 10];
+        let mut left = count * 4;
+        while left > 0 {
+            let n = left.min(chunk.len());
+            read_full(&mut stream, &mut chunk[..n], "the page numbers")?;
+            left -= n;
+            numbers.reserve(n / 4);
+            for c in chunk[..n].chunks_exact(4) {
+                let number = u32::from_le_bytes([c[0], c[1], c[2], c[3]]);
+                if numbers.last().is_some_and(|&l| l >= number) {
+                    return Err(FormatError::Malformed { what: "page numbers do not grow".into() });
+                }
+                if u64::from(number) >= limit {
+                    return Err(FormatError::Malformed { what: format!("page {number} is outside the memory") });
+                }
+                numbers.push(number);
+            }
         }
-        if u64::from(n) >= limit {
-            return Err(FormatError::Malformed { what: format!("page {n} is outside the memory") });
+
+        // The pages, held as they decompress (the buffer doubles at most: never more
+        // than twice what arrived).
+        let want = (count * PAGE) as u64;
+        let mut data = Vec::new();
+        (&mut stream).take(want).read_to_end(&mut data).map_err(compression)?;
+        if data.len() as u64 != want {
+            return Err(FormatError::Truncated { what: "the pages" });
         }
-        numbers.push(n);
+        let mut more = [0u8; 1];
+        if stream.read(&mut more).map_err(compression)? != 0 {
+            return Err(FormatError::Malformed { what: "the page list holds more than its count".into() });
+        }
+        if !stream.finish().is_empty() {
+            return Err(FormatError::Malformed { what: "bytes follow the compressed page list".into() });
+        }
+        data.shrink_to_fit();
+        Ok(Pages { numbers, data })
     }
-    let mut data = raw;
-    data.truncate(count * PAGE);
-    Ok((parts.header, Pages { numbers, data }))
+}
+
+/// Fills `buf` from the stream; its end first is a truncated file.
+fn read_full(stream: &mut impl Read, buf: &mut [u8], what: &'static str) -> Result<(), FormatError> {
+    stream.read_exact(buf).map_err(|e| match e.kind() {
+        std::io::ErrorKind::UnexpectedEof => FormatError::Truncated { what },
+        _ => FormatError::Compression(e.to_string()),
+    })
+}
+
+/// The whole file, unsigned or not checked as signed: [`open`] without a key, then
+/// [`Opened::pages`].
+pub fn decode(bytes: &[u8], limits: &Limits) -> Result<(Header, Pages), FormatError> {
+    let opened = open(bytes, limits, None)?;
+    let pages = opened.pages()?;
+    Ok((opened.parts.header, pages))
 }
