@@ -37,7 +37,7 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use parking_lot::Mutex;
-use wasi_python_image::{FormatError, Header, Limits as ImageLimits, PAGE, Pages, WASM_PAGE};
+use wasi_python_image::{FormatError, Header, Key, Limits as ImageLimits, PAGE, Pages, WASM_PAGE};
 
 use crate::engine::{Flavour, Flavoured, WASMTIME_VERSION};
 use crate::host::GUEST_CLOCK_START;
@@ -67,6 +67,9 @@ pub enum SnapshotError {
     /// The snapshot was made for another guest, wasmtime, engine, package or base image.
     #[error("the snapshot was made for another {what} ({file}; this runtime has {here})")]
     Mismatch { what: &'static str, file: String, here: String },
+    /// A snapshot file to load is not a regular file (a device, a pipe, a folder).
+    #[error("{path} is not a regular file")]
+    NotAFile { path: PathBuf },
     /// A host I/O failure.
     #[error("{context}: {source}")]
     Io {
@@ -81,9 +84,10 @@ pub enum SnapshotError {
 
 impl SnapshotError {
     /// A short name: "busy", "ended", "open_files", the format's kind ("magic",
-    /// "version", "truncated", "malformed", "too_large", "checksum", "compression"),
+    /// "version", "truncated", "malformed", "too_large", "clock", "checksum",
+    /// "unsigned", "signature", "compression"),
     /// "other_guest", "other_wasmtime", "other_engine", "other_package", "other_base",
-    /// "io", "runtime".
+    /// "not_a_file", "io", "runtime".
     pub fn kind(&self) -> &'static str {
         match self {
             SnapshotError::Busy => "busy",
@@ -97,6 +101,7 @@ impl SnapshotError {
                 "package" => "other_package",
                 _ => "other_base",
             },
+            SnapshotError::NotAFile { .. } => "not_a_file",
             SnapshotError::Io { .. } => "io",
             SnapshotError::Runtime(_) => "runtime",
         }
@@ -221,8 +226,20 @@ impl Snapshot {
         &self.inner.module_sha256
     }
 
-    /// The file: the pages that differ from the base image, zstd level 3.
+    /// The file: the pages that differ from the base image, zstd level 3, unsigned (its
+    /// checksum catches accidents, not edits).
     pub fn to_bytes(&self, runtime: &Runtime) -> Result<Vec<u8>, SnapshotError> {
+        self.encode(runtime, None)
+    }
+
+    /// [`Snapshot::to_bytes`], signed with `key` (HMAC-SHA256):
+    /// [`Runtime::load_signed_snapshot`] with the same key accepts it, and refuses it
+    /// edited or under another key.
+    pub fn to_signed_bytes(&self, runtime: &Runtime, key: &Key) -> Result<Vec<u8>, SnapshotError> {
+        self.encode(runtime, Some(key))
+    }
+
+    fn encode(&self, runtime: &Runtime, key: Option<&Key>) -> Result<Vec<u8>, SnapshotError> {
         let inner = &*self.inner;
         let base_sha256 = match &inner.base {
             Some(image) => image.sha256()?,
@@ -238,18 +255,28 @@ impl Snapshot {
             memory_pages: inner.pages,
             clock_ns: inner.clock_ns,
         };
+        let encode = |pages: &Pages| match key {
+            Some(key) => wasi_python_image::encode_signed(&header, pages, 3, key),
+            None => wasi_python_image::encode(&header, pages, 3),
+        };
         let bytes = match &inner.memory {
-            Memory::Image(image) => wasi_python_image::encode(&header, &self.diff(image)?, 3),
+            Memory::Image(image) => encode(&self.diff(image)?),
             // Already the pages that differ from the base.
-            Memory::Patch(pages) => wasi_python_image::encode(&header, pages, 3),
+            Memory::Patch(pages) => encode(pages),
         };
         Ok(bytes)
     }
 
-    /// Writes [`Snapshot::to_bytes`] to `path` (write-then-rename).
+    /// Writes [`Snapshot::to_bytes`] to `path`: a new temporary file in its folder
+    /// (created exclusively, so never through a link planted there), synced, then
+    /// renamed over `path`; removed on failure.
     pub fn save(&self, runtime: &Runtime, path: &Path) -> Result<(), SnapshotError> {
-        let bytes = self.to_bytes(runtime)?;
-        crate::cached::write_whole(path, &bytes).map_err(|e| SnapshotError::io(format!("writing {}", path.display()), e))
+        write_new(path, &self.to_bytes(runtime)?)
+    }
+
+    /// [`Snapshot::save`] of [`Snapshot::to_signed_bytes`].
+    pub fn save_signed(&self, runtime: &Runtime, path: &Path, key: &Key) -> Result<(), SnapshotError> {
+        write_new(path, &self.to_signed_bytes(runtime, key)?)
     }
 
     /// The 4 KiB pages of the memory that differ from the base image (past its end, or
@@ -286,20 +313,83 @@ impl Snapshot {
     }
 }
 
+/// The largest snapshot file read: a saved 4 GiB memory compresses far below.
+pub(crate) const MAX_SNAPSHOT_FILE: u64 = 4 << 30;
+
+/// A snapshot file's bytes: opened without blocking (a FIFO would wait for a writer),
+/// refused unless the descriptor is a regular file, read to at most
+/// [`MAX_SNAPSHOT_FILE`] (a file growing meanwhile is refused, not read on).
+fn read_snapshot_file(path: &Path) -> Result<Vec<u8>, SnapshotError> {
+    use std::io::Read;
+    use std::os::unix::fs::OpenOptionsExt;
+    let io = |e| SnapshotError::io(format!("reading {}", path.display()), e);
+    let file = std::fs::OpenOptions::new().read(true).custom_flags(libc::O_NONBLOCK | libc::O_NOCTTY).open(path).map_err(io)?;
+    let meta = file.metadata().map_err(io)?;
+    if !meta.is_file() {
+        return Err(SnapshotError::NotAFile { path: path.to_owned() });
+    }
+    let too_large = |value| FormatError::TooLarge { what: "the file", value, limit: MAX_SNAPSHOT_FILE };
+    if meta.len() > MAX_SNAPSHOT_FILE {
+        return Err(too_large(meta.len()).into());
+    }
+    let mut bytes = Vec::with_capacity(meta.len() as usize);
+    file.take(MAX_SNAPSHOT_FILE + 1).read_to_end(&mut bytes).map_err(io)?;
+    if bytes.len() as u64 > MAX_SNAPSHOT_FILE {
+        return Err(too_large(bytes.len() as u64).into());
+    }
+    Ok(bytes)
+}
+
+/// `bytes` to `path` through an exclusive temporary file beside it, synced, then renamed.
+fn write_new(path: &Path, bytes: &[u8]) -> Result<(), SnapshotError> {
+    use std::io::Write;
+    let io = |e| SnapshotError::io(format!("writing {}", path.display()), e);
+    let folder = match path.parent() {
+        Some(p) if !p.as_os_str().is_empty() => p,
+        _ => Path::new("."),
+    };
+    let name = path.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
+    // O_CREAT | O_EXCL under a random name: an existing file or link there is an error,
+    // and another name is tried. Dropped (an error below): removed.
+    let mut tmp = tempfile::Builder::new().prefix(&format!(".{name}.")).suffix(".tmp").tempfile_in(folder).map_err(io)?;
+    tmp.write_all(bytes).map_err(io)?;
+    tmp.as_file().sync_all().map_err(io)?;
+    tmp.persist(path).map_err(|e| io(e.error))?;
+    Ok(())
+}
+
 fn read_at(f: &File, buf: &mut [u8], at: u64) -> std::io::Result<()> {
     use std::os::unix::fs::FileExt;
     f.read_exact_at(buf, at)
 }
 
 impl Runtime {
-    /// A saved snapshot back: the format and its checksum, then the guest module,
-    /// wasmtime, engine, package and base image it names, all checked before any guest
-    /// code runs. Hostile bytes are an error, never a panic. The base image must be in
-    /// this runtime's cache folder already (the one the saving process used, or a copy
-    /// of it): a load never builds one, since a rebuilt image's memory differs.
+    /// A saved snapshot back: the format, its checksum and its header's values, then the
+    /// guest module, wasmtime, engine, package and base image it names, all checked
+    /// before any guest code runs; the pages are decompressed last. Hostile bytes are an
+    /// error, never a panic, and what they make the host hold grows with what
+    /// decompresses, not with what the header claims. The checksum catches accidents
+    /// only: a file edited with its checksum recomputed loads; to refuse edits, sign
+    /// ([`Snapshot::to_signed_bytes`], [`Runtime::load_signed_snapshot`]). A signed file
+    /// loads here as an unsigned one. The base image must be in this runtime's cache
+    /// folder already (the one the saving process used, or a copy of it): a load never
+    /// builds one, since a rebuilt image's memory differs.
     pub fn load_snapshot(&self, bytes: &[u8]) -> Result<Snapshot, SnapshotError> {
+        self.load(bytes, None)
+    }
+
+    /// [`Runtime::load_snapshot`] of a file signed with `key`: an unsigned file
+    /// ([`FormatError::Unsigned`]) or one whose signature does not match
+    /// ([`FormatError::Signature`]) is refused before anything else is read from it.
+    pub fn load_signed_snapshot(&self, bytes: &[u8], key: &Key) -> Result<Snapshot, SnapshotError> {
+        self.load(bytes, Some(key))
+    }
+
+    fn load(&self, bytes: &[u8], key: Option<&Key>) -> Result<Snapshot, SnapshotError> {
+        // A session's memory is at most 4 GiB: the most any caller could start from it.
         let limits = ImageLimits::default();
-        let header = wasi_python_image::read_header(bytes, &limits)?;
+        let opened = wasi_python_image::open(bytes, &limits, key)?;
+        let header = opened.header().clone();
         let mismatch = |what, file: &str, here: &str| {
             (file != here).then(|| SnapshotError::Mismatch { what, file: file.to_owned(), here: here.to_owned() })
         };
@@ -321,7 +411,7 @@ impl Runtime {
                 here: format!("{engine:016x}"),
             });
         }
-        let (_, pages) = wasi_python_image::decode(bytes, &limits)?;
+        let pages = opened.pages()?;
         let base = if header.base_modules.is_empty() {
             None
         } else {
@@ -374,10 +464,10 @@ impl Runtime {
         })
     }
 
-    /// [`Runtime::load_snapshot`] of a file's bytes.
+    /// [`Runtime::load_snapshot`] of a file's bytes: a regular file (not a device, a
+    /// pipe or a folder, as the opened descriptor says) of at most 4 GiB.
     pub fn load_snapshot_file(&self, path: &Path) -> Result<Snapshot, SnapshotError> {
-        let bytes = std::fs::read(path).map_err(|e| SnapshotError::io(format!("reading {}", path.display()), e))?;
-        self.load_snapshot(&bytes)
+        self.load_snapshot(&read_snapshot_file(path)?)
     }
 
     /// A hash of the plain engine's settings (what compiled code depends on).

@@ -71,8 +71,16 @@ impl wasmtime_wasi::HostMonotonicClock for GuestClock {
         1
     }
     fn now(&self) -> u64 {
-        self.start + Instant::now().duration_since(self.origin).as_nanos() as u64
+        // A loaded snapshot's clock is bounded (`wasi_python_image::MAX_CLOCK_NS`); this
+        // saturates anyway, so no start can wrap the clock backwards or panic the host.
+        clock_at(self.start, self.origin)
     }
+}
+
+/// The guest's monotonic clock: `start` ns at `origin`, saturating.
+fn clock_at(start: u64, origin: Instant) -> u64 {
+    let elapsed = u64::try_from(Instant::now().duration_since(origin).as_nanos()).unwrap_or(u64::MAX);
+    start.saturating_add(elapsed)
 }
 
 /// The guest asked for more initial memory than its memory limit: it cannot start.
@@ -419,7 +427,7 @@ fn poll_oneoff(
         data[inp].to_vec()
     };
     let (mono_origin, mono_start) = (caller.data().mono_origin, caller.data().mono_start);
-    let now_mono = || mono_start + Instant::now().duration_since(mono_origin).as_nanos() as u64;
+    let now_mono = || clock_at(mono_start, mono_origin);
     let now_real = || {
         SystemTime::now()
             .duration_since(SystemTime::UNIX_EPOCH)

@@ -288,3 +288,124 @@ fn a_run_from_a_session_snapshot_runs_in_its_main_and_the_images_runs_in_a_fresh
     }
     s.close();
 }
+
+// Saved session snapshots against hostile files (fork.rs, wasi-python-image).
+
+mod saved {
+    use wasi_python_runtime::image::{self, Key, Limits, MAX_CLOCK_NS, Pages};
+    use wasi_python_runtime::{RunConfig, Session, SessionLimits, Snapshot};
+
+    use super::turn;
+    use crate::{Dir, runtime, text};
+
+    fn session(cfg: RunConfig) -> Session {
+        runtime().open_session(cfg, SessionLimits::default()).expect("a session opens")
+    }
+
+    fn ok(s: &Session, code: &str) -> String {
+        let done = s.turn(turn(code)).expect("the turn runs");
+        assert_eq!(done.exit_code, Some(0), "{code}: {}", text(&done.stderr));
+        text(&done.stdout)
+    }
+
+    /// A session without a preload base (its file holds every page) that made `secret`.
+    fn marked() -> Snapshot {
+        let s = session(RunConfig::new(Vec::<String>::new()));
+        ok(&s, "secret = 'MARKER-' + 'aaaa' + '1111'");
+        s.snapshot().expect("a resting session snapshots")
+    }
+
+    /// Every copy of `from` in the pages replaced by `to` (of the same length).
+    fn replaced(pages: &Pages, from: &[u8], to: &[u8]) -> (Pages, usize) {
+        let mut out = Pages::new();
+        let mut n = 0;
+        for (number, page) in pages.iter() {
+            let mut p = page.to_vec();
+            for i in 0..p.len().saturating_sub(from.len() - 1) {
+                if &p[i..i + from.len()] == from {
+                    p[i..i + from.len()].copy_from_slice(to);
+                    n += 1;
+                }
+            }
+            out.push(number, &p);
+        }
+        (out, n)
+    }
+
+    /// The defect 3: a file whose pages were edited and checksum recomputed
+    /// loads, unsigned (the checksum is for accidents); signed, it is refused, and so is
+    /// the same edit re-signed under another key or left unsigned.
+    #[test]
+    fn an_edited_file_is_refused_when_a_key_is_given() {
+        let snap = marked();
+        let key = Key::new(&[7; 32]).unwrap();
+        let signed = snap.to_signed_bytes(runtime(), &key).unwrap();
+        let opened = image::open(&signed, &Limits::default(), Some(&key)).unwrap();
+        let (header, pages) = (opened.header().clone(), opened.pages().unwrap());
+        let (edited, n) = replaced(&pages, b"MARKER-aaaa1111", b"MARKER-bbbb2222");
+        assert!(n > 0, "the marker is in the memory");
+
+        let unsigned = image::encode(&header, &edited, 3);
+        let loaded = runtime().load_snapshot(&unsigned).unwrap();
+        assert_eq!(ok(&session(RunConfig::new(Vec::<String>::new()).snapshot(loaded)), "print(secret)"), "MARKER-bbbb2222\n");
+
+        let kind = |b: &[u8]| runtime().load_signed_snapshot(b, &key).unwrap_err().kind();
+        assert_eq!(kind(&unsigned), "unsigned");
+        assert_eq!(kind(&image::encode_signed(&header, &edited, 3, &Key::new(&[8; 32]).unwrap())), "signature");
+        // The signed file, unedited, under its key.
+        let loaded = runtime().load_signed_snapshot(&signed, &key).unwrap();
+        assert_eq!(ok(&session(RunConfig::new(Vec::<String>::new()).snapshot(loaded)), "print(secret)"), "MARKER-aaaa1111\n");
+        // Saved signed to a file and read back.
+        let dir = Dir::new("snap-signed");
+        let path = dir.0.join("s.snap");
+        snap.save_signed(runtime(), &path, &key).unwrap();
+        let bytes = std::fs::read(&path).unwrap();
+        assert!(runtime().load_signed_snapshot(&bytes, &key).is_ok());
+        assert_eq!(runtime().load_snapshot_file(&path).map(|s| s.memory_bytes()).unwrap(), snap.memory_bytes());
+    }
+
+    /// The defect 5: a clock near 2^64 is refused at load by kind; one at the
+    /// bound starts and runs on.
+    #[test]
+    fn a_clock_past_any_session_is_refused_at_load() {
+        let bytes = marked().to_bytes(runtime()).unwrap();
+        let (mut h, pages) = image::decode(&bytes, &Limits::default()).unwrap();
+        for ns in [u64::MAX - 1_000_000, MAX_CLOCK_NS + 1] {
+            h.clock_ns = ns;
+            assert_eq!(runtime().load_snapshot(&image::encode(&h, &pages, 1)).unwrap_err().kind(), "clock");
+        }
+        h.clock_ns = MAX_CLOCK_NS;
+        let loaded = runtime().load_snapshot(&image::encode(&h, &pages, 1)).unwrap();
+        let s = session(RunConfig::new(Vec::<String>::new()).snapshot(loaded));
+        let out = ok(&s, "import time; t = time.monotonic_ns(); time.sleep(0.01); print(t >= 2**62, time.monotonic_ns() > t, secret)");
+        assert_eq!(out, "True True MARKER-aaaa1111\n");
+    }
+
+    /// The defect 6, in Rust: a path that never ends is refused by kind, unread.
+    #[test]
+    fn a_file_that_is_not_regular_is_refused_unread() {
+        assert_eq!(runtime().load_snapshot_file(std::path::Path::new("/dev/zero")).unwrap_err().kind(), "not_a_file");
+        let dir = Dir::new("snap-devices");
+        let link = dir.0.join("zero.snap");
+        std::os::unix::fs::symlink("/dev/zero", &link).unwrap();
+        assert_eq!(runtime().load_snapshot_file(&link).unwrap_err().kind(), "not_a_file");
+        assert_eq!(runtime().load_snapshot_file(&dir.0).unwrap_err().kind(), "not_a_file");
+    }
+
+    /// The defect 8, in Rust: a link planted at the old temporary name is never
+    /// written through.
+    #[test]
+    fn save_never_writes_through_a_planted_link() {
+        let dir = Dir::new("snap-planted");
+        let victim = dir.0.join("victim.txt");
+        std::fs::write(&victim, "precious").unwrap();
+        let path = dir.0.join("task.snap");
+        std::os::unix::fs::symlink(&victim, path.with_extension(format!("tmp{}", std::process::id()))).unwrap();
+        let snap = marked();
+        snap.save(runtime(), &path).unwrap();
+        assert_eq!(std::fs::read_to_string(&victim).unwrap(), "precious");
+        assert!(runtime().load_snapshot_file(&path).is_ok());
+        // Nothing but the file, the victim and the planted link is left.
+        assert_eq!(std::fs::read_dir(&dir.0).unwrap().count(), 3);
+    }
+}
