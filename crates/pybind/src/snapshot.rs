@@ -3,6 +3,7 @@
 
 use pyo3::prelude::*;
 use pyo3::types::PyBytes;
+use wasi_python_runtime::image::Key;
 use wasi_python_runtime::{Runtime, Snapshot, SnapshotError};
 
 use crate::errors;
@@ -22,17 +23,33 @@ impl SnapshotHandle {
 
 #[pymethods]
 impl SnapshotHandle {
-    /// A saved snapshot's bytes back, checked against the artifacts in `dir`.
+    /// A saved snapshot's bytes back, checked against the artifacts in `dir`; with a
+    /// `key`, refused unless signed with it.
     #[staticmethod]
-    fn load(py: Python<'_>, dir: &str, data: &[u8]) -> PyResult<SnapshotHandle> {
+    #[pyo3(signature = (dir, data, key=None))]
+    fn load(py: Python<'_>, dir: &str, data: &[u8], key: Option<&[u8]>) -> PyResult<SnapshotHandle> {
+        let key = key.map(signing_key).transpose()?;
         let runtime = runtime_for(dir).map_err(errors::to_py)?;
-        let snapshot = py.detach(|| runtime.load_snapshot(data)).map_err(to_py)?;
+        let snapshot = py
+            .detach(|| match &key {
+                Some(key) => runtime.load_signed_snapshot(data, key),
+                None => runtime.load_snapshot(data),
+            })
+            .map_err(to_py)?;
         Ok(SnapshotHandle { snapshot, runtime })
     }
 
-    /// The file's bytes: the pages that differ from the base image, compressed.
-    fn to_bytes<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyBytes>> {
-        let bytes = py.detach(|| self.snapshot.to_bytes(&self.runtime)).map_err(to_py)?;
+    /// The file's bytes: the pages that differ from the base image, compressed; signed
+    /// with `key` if given.
+    #[pyo3(signature = (key=None))]
+    fn to_bytes<'py>(&self, py: Python<'py>, key: Option<&[u8]>) -> PyResult<Bound<'py, PyBytes>> {
+        let key = key.map(signing_key).transpose()?;
+        let bytes = py
+            .detach(|| match &key {
+                Some(key) => self.snapshot.to_signed_bytes(&self.runtime, key),
+                None => self.snapshot.to_bytes(&self.runtime),
+            })
+            .map_err(to_py)?;
         Ok(PyBytes::new(py, &bytes))
     }
 
@@ -47,6 +64,11 @@ impl SnapshotHandle {
     fn base_modules(&self) -> Vec<String> {
         self.snapshot.base_modules().to_vec()
     }
+}
+
+/// A signing key, or a ValueError naming `key` (too short).
+fn signing_key(secret: &[u8]) -> PyResult<Key> {
+    Key::new(secret).map_err(|e| pyo3::exceptions::PyValueError::new_err(format!("key: {e}")))
 }
 
 /// A `SnapshotError` with `kind` set (see `SnapshotError::kind`).
