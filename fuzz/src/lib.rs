@@ -10,9 +10,11 @@
 //! - [`validate`]: a schema from a small grammar ([`grammar`]) that mostly compiles, and
 //!   arguments from small alphabets that often meet its bounds: never a panic, and where no
 //!   documented deviation can apply, the same verdict as the `jsonschema` crate.
-//! - [`snapshot_load`]: bytes into the snapshot file loader (`wasi-python-image`), both as
-//!   they are and with their checksum made right, so the fuzzer reaches the page list:
-//!   never a panic, and what decodes re-encodes to a file that decodes the same.
+//! - [`snapshot_load`]: bytes into the snapshot file loader (`wasi-python-image`) with a
+//!   real load's limits (4 GiB of memory), as they are, with their checksum made right and
+//!   signed, opened with and without the key, so the fuzzer reaches the page list: never
+//!   a panic, every accepted header's values safe for the runtime, and what decodes
+//!   re-encodes to a file that decodes the same.
 
 pub mod frame;
 pub mod grammar;
@@ -45,7 +47,7 @@ pub fn validate(data: &[u8]) {
     grammar::check(data);
 }
 
-/// Bytes into the snapshot loader, as they are and with a correct checksum.
+/// Bytes into the snapshot loader, as they are, with a correct checksum and signed.
 pub fn snapshot_load(data: &[u8]) {
     snapshot::check(data);
 }
