@@ -93,7 +93,7 @@ def start() -> Canary:
     global _canary
     if _canary is None:
         path = os.environ.get("WASI_PYTHON_GIL_CANARY_LOG") or os.path.join(
-            tempfile.gettempdir(), f"wasi-python-gil-canary-{os.getpid()}.log"
+            tempfile.gettempdir(), f"pytest-gil-canary-{os.getpid()}.log"
         )
         _canary = Canary(path)
     return _canary

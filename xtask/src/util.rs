@@ -121,10 +121,21 @@ pub(crate) fn test(args: Vec<String>) -> Result<()> {
         .args(["test", "--manifest-path", "fuzz/Cargo.toml"])
         .current_dir(&root);
     run(&mut smoke)?;
-    run(Command::new(&py)
+    // The GIL canary (tests/python/gil_canary.py) writes every thread's stacks here when
+    // a test keeps the GIL from it; a deadlock ends pytest by SIGALRM, so they are shown.
+    let canary = target_dir().join("gil-canary.log");
+    let pytest = run(Command::new(&py)
         .args(["-m", "pytest", "-q", "-p", "no:cacheprovider", "tests/python", "guest/tests"])
         .env(CHECK_RESET, "1")
-        .current_dir(&root))?;
+        .env("WASI_PYTHON_GIL_CANARY_LOG", &canary)
+        .current_dir(&root));
+    if pytest.is_err()
+        && let Ok(stacks) = std::fs::read_to_string(&canary)
+        && !stacks.trim().is_empty()
+    {
+        eprintln!("The GIL canary was starved; the stacks then ({}):\n{stacks}", canary.display());
+    }
+    pytest?;
     // Last, so a lint never hides a failing test: clippy's warnings fail the run.
     let mut clippy = Command::new(std::env::var("CARGO").unwrap_or_else(|_| "cargo".into()));
     clippy
