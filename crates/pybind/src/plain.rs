@@ -1,7 +1,7 @@
 //! `run_plain`: a `run` call that passed only `argv` and `stdin`, the commonest call,
 //! checked and started here rather than in the package's Python.
 //!
-//! Measured (docs/benchmarks.md, fourth pass): the package's Python around such a run
+//! Measured (docs/dev/perf-log/): the package's Python around such a run
 //! (the arguments' checks, finding the artifact folder, copying the default settings)
 //! took 7 us in a loop but about 140 us of a run spaced 5 ms apart, when each line of
 //! Python runs from cold caches. The rules stay the package's: this takes only what

@@ -11,7 +11,7 @@
 //! readahead after the page cache dropped them, they come in folios of up to 2 MiB on
 //! Linux 6.18 with ext4; every slot then mapped 42-50 MiB of the 82 MiB image for the
 //! few MiB its guest reads, and a process's peak RSS after 200 runs was 183-275 MiB
-//! against 68-78 (docs/benchmarks.md, tenth pass). The memory they take is the same
+//! against 68-78 (docs/dev/perf-log/). The memory they take is the same
 //! either way (the page cache is shared), and so is the run's speed.
 //!
 //! The folder does not grow without end: each check marks its file used (the sidecar's

@@ -23,7 +23,7 @@
 //! answers [`WARM_ANSWER`], and the guest asks again after it): after a pause, a run
 //! otherwise found the machine's caches cold, every step of it two to three times slower.
 //! A run 100 ms or 1 s after the last took 750-890 µs at `run()`, and 430-550 µs with the
-//! warm-ups (docs/benchmarks.md, tenth pass). Each costs about 0.25 ms of CPU: 1.2 % of a
+//! warm-ups (docs/dev/perf-log/). Each costs about 0.25 ms of CPU: 1.2 % of a
 //! core while a guest waits, which it does for at most [`IDLE_FOR`] after the last run.
 //! Only the guest of the image made last warms up ([`LATEST`]): one per process.
 //!
@@ -35,7 +35,7 @@
 //! offered to neither list's guest starts fresh. Taken, it gets the job as a guest on
 //! standby does ([`take_job`]) and starts the guest with the fresh run's `go` turn: the
 //! same guest work as a fresh run, minus the 26 us of making on the run's path (runs of
-//! `print(1)` back to back: 204-210 -> 173-178 us, docs/benchmarks.md, eleventh pass).
+//! `print(1)` back to back: 204-210 -> 173-178 us, docs/dev/perf-log/).
 //!
 //! **Invariant:** nothing of the standby or the primed instance reaches the run but what
 //! a fresh instance would hold: its output before the run is dropped, it opened no file,

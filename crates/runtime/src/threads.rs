@@ -62,7 +62,7 @@ const FINISH_WAIT: Duration = Duration::from_millis(2);
 /// one rather than start another. Back to back, the caller started its next run while
 /// the last run's thread was still dropping on the other CPU, and each new thread took a
 /// pool slot and a stack of its own: 8-10 threads after 1,000 runs against 6-8 before,
-/// about 9 MiB of RSS each (docs/benchmarks.md, eleventh pass).
+/// about 9 MiB of RSS each (docs/dev/perf-log/).
 pub(crate) struct Finishing {
     counted: Option<Counted>,
     _away: Away,

@@ -4,7 +4,7 @@
 //! or an idle guest thread) and then sleeps itself until the result. Linux wakes the
 //! sleeper on an idle CPU if there is one; on a small VM an idle vCPU is halted, and
 //! starting it again takes tens of microseconds: a guest on standby got its job 38-157 us
-//! after it was sent, runs 5 ms apart (docs/benchmarks.md, ninth pass). The CPU of the
+//! after it was sent, runs 5 ms apart (docs/dev/perf-log/). The CPU of the
 //! caller, which is about to sleep, is free at once. So the caller first lets the
 //! sleeper run only on its own CPU, then wakes it; the woken thread gives itself back
 //! its CPUs as its first act, so only where it wakes changes, not where it may run.
@@ -127,7 +127,7 @@ impl Sleeper {
 /// caller goes on (and, back to back, its next run's thread is pulled). Left where it
 /// was, that work met the next run on the caller's CPU while the other CPUs idled; moved
 /// off it, runs of `print(1)` back to back took 214-218 us (p50) instead of 320-331, and
-/// 316-321 us of CPU each instead of 399-421 (docs/benchmarks.md, eleventh pass). Its
+/// 316-321 us of CPU each instead of 399-421 (docs/dev/perf-log/). Its
 /// CPUs back when dropped, if still those it was given. With no other CPU it may use, or no caller's CPU given (a run
 /// whose caller goes on, or one after a pause: [`back_to_back`]), it yields once instead,
 /// so the caller it just woke, often put on this very CPU, runs before that work: a run
@@ -263,7 +263,7 @@ pub(crate) fn reported() {
 /// at once too; then its thread leaves that CPU once the result is out ([`Away`]) and
 /// the caller waits [`Pinned`] there, if the embedder asked. After a pause, `None`: runs a few milliseconds
 /// apart took 12-15 us longer (p50) with both, as the thread's move then only cost
-/// (docs/benchmarks.md, eleventh pass).
+/// (docs/dev/perf-log/).
 pub(crate) fn back_to_back(cpu: Option<usize>) -> Option<usize> {
     cpu.filter(|_| soon_after(LAST_REPORT.load(Ordering::Relaxed), clock()))
 }
