@@ -31,7 +31,7 @@ _pool: Optional[concurrent.futures.ThreadPoolExecutor] = None
 # loop (the end read, the slot given, the next run started on its guest thread), and
 # while it does, the extra guest keeps every CPU busy. 16 concurrent runs on 2 CPUs,
 # alternating processes: 1,600-2,030 runs/s with 2 guests, 2,070-2,350 with 3 (peak RSS
-# 127-141 -> 144-157 MiB); docs/benchmarks.md.
+# 127-141 -> 144-157 MiB); docs/dev/perf-log/.
 _pool_size = min((os.cpu_count() or 1) + 1, 8)
 _pool_lock = threading.Lock()
 

@@ -26,7 +26,7 @@ use crate::{
 };
 
 /// How many tool threads wait ready for the next call. One: the next call's thread
-/// starts while the guest reads an answer. Measured (docs/benchmarks.md): two spares,
+/// starts while the guest reads an answer. Measured (docs/dev/perf-log/): two spares,
 /// or a spare that spins awake for its call, were no faster on 2 cores, and two
 /// spinning threads beside the guest's tripled the round trip.
 const SPARES: usize = 1;

@@ -70,7 +70,7 @@ pub(crate) fn pooling_from_env() -> bool {
 /// resident, so a slot costs a few MB, not 64. Without `PAGEMAP_SCAN` (older kernels)
 /// keeping pages resident would mean a memset of all 64 MiB per run, so the slot is
 /// decommitted instead (the on-demand allocator's page faults, without its mmap).
-/// Measurements: docs/benchmarks.md.
+/// Measurements: docs/dev/perf-log/ (the pooling allocator, and the short reset).
 fn pooling_config() -> wasmtime::PoolingAllocationConfig {
     let slots = POOL_SLOTS as u32 + 4;
     let scan = wasmtime::PoolingAllocationConfig::is_pagemap_scan_available();
