@@ -24,6 +24,8 @@ use std::io::{self, Read, Seek, SeekFrom, Write};
 use std::path::{Path, PathBuf};
 use std::time::{Duration, SystemTime};
 
+use tempfile::TempPath;
+
 use crate::Error;
 
 /// How long a cache file may go unused before a new file's sealing removes it ([`seal`]).
@@ -164,12 +166,12 @@ pub(crate) fn open_for_reading_whole(path: &Path) -> io::Result<File> {
 
 /// Moves the finished `tmp` to `path` and writes its sidecar: the file first, so a
 /// process that dies in between leaves a file without a sidecar, which is rebuilt.
-pub(crate) fn seal(tmp: &Path, path: &Path, origin: Origin) -> Result<(), Error> {
+pub(crate) fn seal(tmp: TempPath, path: &Path, origin: Origin) -> Result<(), Error> {
     let io = |what: &str, p: &Path, e| Error::io(format!("{what} {}", p.display()), e);
-    let (crc, len) = crc_of(File::open(tmp).map_err(|e| io("reading", tmp, e))?).map_err(|e| io("reading", tmp, e))?;
+    let (crc, len) = crc_of(File::open(&tmp).map_err(|e| io("reading", &tmp, e))?).map_err(|e| io("reading", &tmp, e))?;
     let side = sidecar(path);
     let _ = std::fs::remove_file(&side);
-    std::fs::rename(tmp, path).map_err(|e| io("renaming", tmp, e))?;
+    tmp.persist(path).map_err(|e| io("renaming", &e.path, e.error))?;
     write_whole(&side, format!("{len} {crc:08x} {}\n", origin.as_str()).as_bytes()).map_err(|e| io("writing", &side, e))?;
     if let Some(dir) = path.parent() {
         prune(dir, path, SystemTime::now());
@@ -180,22 +182,25 @@ pub(crate) fn seal(tmp: &Path, path: &Path, origin: Origin) -> Result<(), Error>
 /// Writes `bytes` to `path` whole: to a temporary file beside it, then renamed over it,
 /// so no reader ever sees half a file. The temporary file is removed if that fails.
 pub(crate) fn write_whole(path: &Path, bytes: &[u8]) -> io::Result<()> {
-    let tmp = temp_path(path);
-    let r = std::fs::write(&tmp, bytes).and_then(|()| std::fs::rename(&tmp, path));
-    if r.is_err() {
-        let _ = std::fs::remove_file(&tmp);
-    }
-    r
+    let (mut file, tmp) = temp_file(path)?;
+    file.write_all(bytes)?;
+    drop(file);
+    tmp.persist(path).map_err(|e| e.error)
 }
 
-/// A temporary file beside `path`, for write-then-rename.
-pub(crate) fn temp_path(path: &Path) -> PathBuf {
-    path.with_extension(format!("tmp{}", std::process::id()))
+/// A new temporary file beside `path`, for write-then-rename: made exclusively, under a
+/// random name, so never through a link planted in the folder; removed when dropped,
+/// unless renamed into place ([`seal`], `persist`).
+pub(crate) fn temp_file(path: &Path) -> io::Result<(File, TempPath)> {
+    let dir = path.parent().filter(|d| !d.as_os_str().is_empty()).unwrap_or(Path::new("."));
+    let name = path.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
+    let file = tempfile::Builder::new().prefix(&format!(".{name}.")).suffix(".tmp").tempfile_in(dir)?;
+    Ok(file.into_parts())
 }
 
-/// Writes `bytes` to a new file at `path` through a [`SparseWriter`].
-pub(crate) fn write_in_blocks(path: &Path, bytes: &[u8]) -> io::Result<()> {
-    let mut w = SparseWriter::new(File::create(path)?);
+/// Writes `bytes` to `file`, new and empty, through a [`SparseWriter`].
+pub(crate) fn write_in_blocks(file: File, bytes: &[u8]) -> io::Result<()> {
+    let mut w = SparseWriter::new(file);
     w.write_all(bytes)?;
     w.finish().map(drop)
 }
@@ -300,14 +305,13 @@ fn find(dirs: &[PathBuf], name: &str) -> Option<Shipped> {
 pub(crate) fn unpack(dirs: &[PathBuf], path: &Path) -> Result<bool, String> {
     let Some(name) = path.file_name().and_then(|n| n.to_str()) else { return Ok(false) };
     let Some(shipped) = find(dirs, name) else { return Ok(false) };
-    let tmp = temp_path(path);
     let result = (|| {
         if let Some(dir) = path.parent() {
             std::fs::create_dir_all(dir).map_err(|e| format!("creating {}: {e}", dir.display()))?;
         }
         let src = File::open(&shipped.file).map_err(|e| format!("opening {}: {e}", shipped.file.display()))?;
         let mut decoder = zstd::stream::read::Decoder::new(src).map_err(|e| format!("{}: {e}", shipped.file.display()))?;
-        let out = File::create(&tmp).map_err(|e| format!("creating {}: {e}", tmp.display()))?;
+        let (out, tmp) = temp_file(path).map_err(|e| format!("creating a temporary file beside {}: {e}", path.display()))?;
         let mut sparse = SparseWriter::new(out);
         // Bounded: never more than the list says, so a hostile copy cannot fill the disk.
         let copied = io::copy(&mut (&mut decoder).take(shipped.len + 1), &mut sparse)
@@ -316,11 +320,8 @@ pub(crate) fn unpack(dirs: &[PathBuf], path: &Path) -> Result<bool, String> {
             return Err(format!("{} holds {copied} bytes, its list says {}", shipped.file.display(), shipped.len));
         }
         sparse.finish().map_err(|e| format!("writing {}: {e}", tmp.display()))?;
-        seal(&tmp, path, Origin::Unpacked).map_err(|e| e.to_string())
+        seal(tmp, path, Origin::Unpacked).map_err(|e| e.to_string())
     })();
-    if result.is_err() {
-        let _ = std::fs::remove_file(&tmp);
-    }
     result.map(|()| true)
 }
 
@@ -342,6 +343,28 @@ pub(crate) mod tests {
     }
 
     #[test]
+    fn a_link_planted_where_a_temporary_file_could_go_is_never_written_through() {
+        let d = tempdir();
+        let victim = d.join("victim");
+        std::fs::write(&victim, b"mine").unwrap();
+        let path = d.join("a.cwasm");
+        // The names a write-then-rename beside `path` used to take, and the sidecar's.
+        for planted in [path.with_extension(format!("tmp{}", std::process::id())), d.join("a.cwasm.tmp")] {
+            std::os::unix::fs::symlink(&victim, planted).unwrap();
+        }
+        let (mut file, tmp) = temp_file(&path).unwrap();
+        file.write_all(&body()).unwrap();
+        seal(tmp, &path, Origin::Compiled).unwrap();
+        write_whole(&d.join("notes"), b"whole").unwrap();
+        assert_eq!(std::fs::read(&victim).unwrap(), b"mine");
+        assert_eq!(check(&path), Some(Origin::Compiled));
+        // No temporary file is left behind.
+        let names = std::fs::read_dir(&*d).unwrap().map(|e| e.unwrap().file_name().to_string_lossy().into_owned());
+        let left: Vec<String> = names.filter(|n| n.starts_with('.') && n.ends_with(".tmp")).collect();
+        assert!(left.is_empty(), "{left:?}");
+    }
+
+    #[test]
     fn unpacked_files_match_and_are_checked() {
         let d = tempdir();
         let ship_dir = d.join("ship");
@@ -358,9 +381,9 @@ pub(crate) mod tests {
     /// `bytes` as the compiled cache file `f` in `d`, sealed.
     fn sealed(d: &Path, bytes: &[u8]) -> PathBuf {
         let path = d.join("f");
-        let tmp = temp_path(&path);
-        std::fs::write(&tmp, bytes).unwrap();
-        seal(&tmp, &path, Origin::Compiled).unwrap();
+        let (mut file, tmp) = temp_file(&path).unwrap();
+        file.write_all(bytes).unwrap();
+        seal(tmp, &path, Origin::Compiled).unwrap();
         path
     }
 
@@ -437,9 +460,9 @@ pub(crate) mod tests {
         let d = tempdir();
         let seal_as = |name: &str, bytes: &[u8]| {
             let path = d.join(name);
-            let tmp = temp_path(&path);
-            std::fs::write(&tmp, bytes).unwrap();
-            seal(&tmp, &path, Origin::Built).unwrap();
+            let (mut file, tmp) = temp_file(&path).unwrap();
+            file.write_all(bytes).unwrap();
+            seal(tmp, &path, Origin::Built).unwrap();
             path
         };
         let old = seal_as("old.img", &body());
@@ -526,7 +549,7 @@ pub(crate) mod tests {
     fn cache_files_are_written_in_small_folios() {
         let d = tempdir();
         let path = d.join("f");
-        write_in_blocks(&path, &noise()).unwrap();
+        write_in_blocks(File::create(&path).unwrap(), &noise()).unwrap();
         assert_eq!(std::fs::read(&path).unwrap(), noise());
         let kib = resident_after_sparse_reads(&path);
         assert!(kib <= SMALL_FOLIOS_KIB, "{kib} KiB resident for 64 one-byte reads");

@@ -334,7 +334,7 @@ fn prepare_engine(
     pooled: Option<wasmtime::PoolingAllocationConfig>,
     cpu: CpuLevel,
 ) -> Result<Prepared, Error> {
-    let engine = Engine::new(&config(flavour, pooled, cpu)?).map_err(|e| Error::Module(format!("{e:#}")))?;
+    let engine = crate::signals::new_engine(&config(flavour, pooled, cpu)?).map_err(|e| Error::Module(format!("{e:#}")))?;
     let path = cache_path(artifacts, cache_dir, &engine);
     let what = match flavour {
         Flavour::Plain => "the guest",
@@ -479,13 +479,11 @@ fn compile_and_cache(engine: &Engine, path: &Path, wasm: &[u8]) -> Result<Module
             .map_err(|e| Error::io(format!("creating {}", dir.display()), e))?;
     }
     // Write-then-rename, so a concurrent process never loads half a file.
-    let tmp = cached::temp_path(path);
-    if let Err(e) = cached::write_in_blocks(&tmp, &compiled) {
-        let _ = std::fs::remove_file(&tmp);
-        return Err(Error::io(format!("writing {}", tmp.display()), e));
-    }
+    let io = |e| Error::io(format!("writing beside {}", path.display()), e);
+    let (file, tmp) = cached::temp_file(path).map_err(io)?;
+    cached::write_in_blocks(file, &compiled).map_err(io)?;
     drop(compiled);
-    cached::seal(&tmp, path, cached::Origin::Compiled)?;
+    cached::seal(tmp, path, cached::Origin::Compiled)?;
     load_cached(engine, path)
         .map_err(|e| Error::Module(format!("the freshly written {} does not load: {e:#}", path.display())))
 }

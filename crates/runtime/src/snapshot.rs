@@ -425,12 +425,12 @@ const BUILD_DEADLINE: std::time::Duration = std::time::Duration::from_secs(600);
 
 /// Writes `memory` to `path` (write-then-rename) leaving its zero pages as holes.
 fn write_sparse(path: &Path, memory: &[u8]) -> Result<(), Error> {
-    let tmp = cached::temp_path(path);
-    let io = |e| Error::io(format!("writing {}", tmp.display()), e);
-    let mut w = cached::SparseWriter::new(std::fs::File::create(&tmp).map_err(io)?);
+    let io = |e| Error::io(format!("writing beside {}", path.display()), e);
+    let (file, tmp) = cached::temp_file(path).map_err(io)?;
+    let mut w = cached::SparseWriter::new(file);
     w.write_all(memory).map_err(io)?;
     w.finish().map_err(io)?;
-    cached::seal(&tmp, path, cached::Origin::Built)
+    cached::seal(tmp, path, cached::Origin::Built)
 }
 
 /// Where wasi-libc keeps its table of preopened folders, as (address, width) of each
