@@ -175,7 +175,7 @@ impl Answer {
         Answer {
             op,
             tool: tool.map(str::to_owned),
-            kind: OutcomeKind::from(kind),
+            kind: OutcomeKind::Error(kind),
             frame: encode_error(id, kind, &message),
             message: Some(message),
             fault: None,

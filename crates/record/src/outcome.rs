@@ -33,70 +33,55 @@ impl fmt::Display for Op {
     }
 }
 
-/// How a frame ended: `ok`, or the error kind its answer carried on the wire.
+/// How a frame ended: `ok`, or an error of the kind its answer carried on the wire.
+///
+/// The error kinds are crates/protocol's [`ErrorKind`], held as they are: a kind the protocol
+/// gains is recorded as itself, under its own wire name, with nothing to add here.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 #[non_exhaustive]
 pub enum OutcomeKind {
+    /// The guest got what it asked for.
     Ok,
-    Protocol,
-    UnknownTool,
-    InvalidArguments,
-    Denied,
-    ToolError,
-    Timeout,
-    Cancelled,
-    TooLarge,
-    BudgetExceeded,
+    /// The answer was a failure of this kind.
+    Error(ErrorKind),
 }
 
 impl OutcomeKind {
     /// The name on the wire and in the record: `"ok"`, or the error kind's wire name
     /// (`"protocol"`, `"unknown_tool"`, ...), which crates/protocol owns.
     pub fn as_str(self) -> &'static str {
-        self.error_kind().map_or("ok", ErrorKind::as_str)
+        match self {
+            OutcomeKind::Ok => "ok",
+            OutcomeKind::Error(kind) => kind.as_str(),
+        }
     }
 
     /// The kind named `name` (the inverse of [`as_str`](OutcomeKind::as_str)); `None` for
     /// any other text.
     pub fn from_wire(name: &str) -> Option<Self> {
-        if name == "ok" {
-            return Some(OutcomeKind::Ok);
+        match name {
+            "ok" => Some(OutcomeKind::Ok),
+            _ => ErrorKind::from_wire(name).map(OutcomeKind::Error),
         }
-        ErrorKind::from_wire(name).map(OutcomeKind::from)
     }
 
     /// The error kind the answer carried; `None` for `ok`.
     pub fn error_kind(self) -> Option<ErrorKind> {
-        Some(match self {
-            OutcomeKind::Ok => return None,
-            OutcomeKind::Protocol => ErrorKind::Protocol,
-            OutcomeKind::UnknownTool => ErrorKind::UnknownTool,
-            OutcomeKind::InvalidArguments => ErrorKind::InvalidArguments,
-            OutcomeKind::Denied => ErrorKind::Denied,
-            OutcomeKind::ToolError => ErrorKind::ToolError,
-            OutcomeKind::Timeout => ErrorKind::Timeout,
-            OutcomeKind::Cancelled => ErrorKind::Cancelled,
-            OutcomeKind::TooLarge => ErrorKind::TooLarge,
-            OutcomeKind::BudgetExceeded => ErrorKind::BudgetExceeded,
-        })
+        match self {
+            OutcomeKind::Ok => None,
+            OutcomeKind::Error(kind) => Some(kind),
+        }
+    }
+
+    /// `true` for `ok`.
+    pub fn is_ok(self) -> bool {
+        self == OutcomeKind::Ok
     }
 }
 
 impl From<ErrorKind> for OutcomeKind {
     fn from(kind: ErrorKind) -> Self {
-        match kind {
-            ErrorKind::Protocol => OutcomeKind::Protocol,
-            ErrorKind::UnknownTool => OutcomeKind::UnknownTool,
-            ErrorKind::InvalidArguments => OutcomeKind::InvalidArguments,
-            ErrorKind::Denied => OutcomeKind::Denied,
-            ErrorKind::ToolError => OutcomeKind::ToolError,
-            ErrorKind::Timeout => OutcomeKind::Timeout,
-            ErrorKind::Cancelled => OutcomeKind::Cancelled,
-            ErrorKind::TooLarge => OutcomeKind::TooLarge,
-            ErrorKind::BudgetExceeded => OutcomeKind::BudgetExceeded,
-            // A kind added to the protocol and not yet here is recorded as a protocol fault.
-            _ => OutcomeKind::Protocol,
-        }
+        OutcomeKind::Error(kind)
     }
 }
 

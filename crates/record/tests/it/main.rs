@@ -1,12 +1,13 @@
 //! The recorder's counting and listing, as a table, plus a property test.
 
 use proptest::prelude::*;
+use wasi_python_protocol::ErrorKind;
 use wasi_python_record::{DEFAULT_MAX_LISTED, Op, Outcome, OutcomeKind, Recorder, ToolRecord};
 
 /// An outcome of `kind`; `abandoned` for a call left running. `seq` is garbage on purpose: the
 /// recorder assigns it.
 fn frame(kind: OutcomeKind, abandoned: bool) -> Outcome {
-    let ok = kind == OutcomeKind::Ok;
+    let ok = kind.is_ok();
     Outcome {
         seq: 999,
         op: Op::Call,
@@ -22,9 +23,9 @@ fn frame(kind: OutcomeKind, abandoned: bool) -> Outcome {
 }
 
 const OK: (OutcomeKind, bool) = (OutcomeKind::Ok, false);
-const TIMEOUT: (OutcomeKind, bool) = (OutcomeKind::Timeout, false);
+const TIMEOUT: (OutcomeKind, bool) = (OutcomeKind::Error(ErrorKind::Timeout), false);
 /// A call answered `timeout` while its tool runs on.
-const GONE: (OutcomeKind, bool) = (OutcomeKind::Timeout, true);
+const GONE: (OutcomeKind, bool) = (OutcomeKind::Error(ErrorKind::Timeout), true);
 
 /// Records `frames` with `max_listed`, then checks the counts and which seqs are listed and
 /// kept as abandoned.
@@ -112,7 +113,7 @@ fn an_outcome_is_kept_as_given_but_for_its_seq() {
         seq: 0,
         op: Op::Unknown,
         tool: None,
-        outcome: OutcomeKind::Protocol,
+        outcome: OutcomeKind::Error(ErrorKind::Protocol),
         message: Some("the frame is not JSON".to_owned()),
         request_bytes: 7,
         response_bytes: 90,
@@ -133,25 +134,27 @@ fn a_snapshot_does_not_stop_recording() {
     let mut recorder = Recorder::new(10);
     recorder.record(frame(OutcomeKind::Ok, false));
     let early = recorder.snapshot();
-    recorder.record(frame(OutcomeKind::Denied, false));
+    recorder.record(frame(OutcomeKind::Error(ErrorKind::Denied), false));
     assert_eq!(early.frames, 1);
     assert_eq!(recorder.finish().frames, 2);
 }
 
 #[test]
 fn names() {
-    use OutcomeKind::*;
+    // The names Python reads as `o.outcome`: pinned here, whoever owns them.
+    use ErrorKind::*;
+    use OutcomeKind::Error;
     for (kind, name) in [
-        (Ok, "ok"),
-        (Protocol, "protocol"),
-        (UnknownTool, "unknown_tool"),
-        (InvalidArguments, "invalid_arguments"),
-        (Denied, "denied"),
-        (ToolError, "tool_error"),
-        (Timeout, "timeout"),
-        (Cancelled, "cancelled"),
-        (TooLarge, "too_large"),
-        (BudgetExceeded, "budget_exceeded"),
+        (OutcomeKind::Ok, "ok"),
+        (Error(Protocol), "protocol"),
+        (Error(UnknownTool), "unknown_tool"),
+        (Error(InvalidArguments), "invalid_arguments"),
+        (Error(Denied), "denied"),
+        (Error(ToolError), "tool_error"),
+        (Error(Timeout), "timeout"),
+        (Error(Cancelled), "cancelled"),
+        (Error(TooLarge), "too_large"),
+        (Error(BudgetExceeded), "budget_exceeded"),
     ] {
         assert_eq!(kind.as_str(), name);
         assert_eq!(kind.to_string(), name);
@@ -170,19 +173,10 @@ fn names() {
 }
 
 fn arb_kind() -> impl Strategy<Value = OutcomeKind> {
-    use OutcomeKind::*;
-    proptest::sample::select(vec![
-        Ok,
-        Protocol,
-        UnknownTool,
-        InvalidArguments,
-        Denied,
-        ToolError,
-        Timeout,
-        Cancelled,
-        TooLarge,
-        BudgetExceeded,
-    ])
+    prop_oneof![
+        Just(OutcomeKind::Ok),
+        proptest::sample::select(ErrorKind::ALL.to_vec()).prop_map(OutcomeKind::Error),
+    ]
 }
 
 proptest! {
@@ -224,10 +218,36 @@ fn an_answer_the_guest_never_got_is_marked_not_delivered() {
     assert!(record.outcomes[0].delivered && record.outcomes[0].fault.is_none());
     for o in [&record.outcomes[1], &record.abandoned[0]] {
         assert!(!o.delivered);
-        assert_eq!(o.fault.as_deref(), Some("not delivered: the guest had no memory for a 16777216-byte answer"));
+        assert_eq!(
+            o.fault.as_deref(),
+            Some("not delivered: the guest had no memory for a 16777216-byte answer")
+        );
     }
     // No frame yet: nothing to mark.
     let mut empty = Recorder::new(10);
     empty.undelivered("x");
     assert_eq!(empty.finish(), ToolRecord::default());
+}
+
+/// Every kind the protocol lists is recorded as itself, under its own wire name, and back.
+#[test]
+fn every_error_kind_round_trips_through_the_record() {
+    for kind in ErrorKind::ALL {
+        let outcome = OutcomeKind::Error(kind);
+        assert_eq!(OutcomeKind::from(kind), outcome, "{kind:?}");
+        assert!(!outcome.is_ok(), "{kind:?}");
+        assert_eq!(outcome.error_kind(), Some(kind), "{kind:?}");
+        assert_eq!(outcome.as_str(), kind.as_str(), "{kind:?}");
+        assert_eq!(outcome.to_string(), kind.to_string(), "{kind:?}");
+        assert_eq!(
+            OutcomeKind::from_wire(kind.as_str()),
+            Some(outcome),
+            "{kind:?}"
+        );
+    }
+    // `ok` is no error kind's name, so the two never collide.
+    assert_eq!(ErrorKind::from_wire("ok"), None);
+    assert_eq!(OutcomeKind::from_wire("ok"), Some(OutcomeKind::Ok));
+    assert_eq!(OutcomeKind::Ok.error_kind(), None);
+    assert!(OutcomeKind::Ok.is_ok());
 }
