@@ -1,5 +1,6 @@
 """``wasi-python run -- ARGS...`` (or ``python -m wasi_python run -- ARGS...``):
-runs the guest once and prints the result as one JSON object."""
+runs the guest once and prints the result as one JSON object. ``wasi-python serve mcp``:
+the sandbox as an MCP server (the ``serve`` extra; ``--help`` shows its options)."""
 
 from __future__ import annotations
 
@@ -30,7 +31,21 @@ def main(argv: list[str] | None = None) -> int:
     r.add_argument("--grant-rw", action="append", default=[], metavar="HOST:GUEST", help="writable")
     r.add_argument("--stdin", action="store_true", help="pass this process's stdin to the guest")
     r.add_argument("args", nargs=argparse.REMAINDER)
+    s = sub.add_parser("serve", help="serve the sandbox to agents")
+    servers = s.add_subparsers(dest="server", required=True)
+    m = servers.add_parser(
+        "mcp", help="an MCP server with a run_python tool (stdio, or streamable HTTP with --http)",
+        description="Serve the sandbox over the Model Context Protocol: a run_python tool, named sessions, "
+        "and code mode over upstream MCP servers. Settings: the library's defaults, then --config, then these options.",
+    )
+    from .serve import add_arguments
+
+    add_arguments(m)
     ns = p.parse_args(argv)
+    if ns.command == "serve":
+        from .serve import main as serve_main
+
+        return serve_main(ns)
     args = ns.args[1:] if ns.args[:1] == ["--"] else ns.args
     env = dict(e.split("=", 1) for e in ns.env)
     grants = [_grant(g, False) for g in ns.grant] + [_grant(g, True) for g in ns.grant_rw]
