@@ -13,6 +13,7 @@ import contextlib
 import json
 import keyword
 import logging
+import math
 import re
 from dataclasses import dataclass, field
 from typing import Any, AsyncIterator, Optional
@@ -20,6 +21,9 @@ from typing import Any, AsyncIterator, Optional
 import anyio
 
 from ..tools import Tool, ToolError, tool
+
+#: The SDK's error code for a connection that closed (mcp_types.CONNECTION_CLOSED).
+CONNECTION_CLOSED = -32000
 
 __all__ = ["UpstreamSpec", "Upstream", "Upstreams", "Entry", "read_servers", "flat_name", "unchecked_keywords"]
 
@@ -224,21 +228,21 @@ class Upstream:
         import mcp
 
         self.loop = asyncio.get_running_loop()
+        started = False
         try:
-            started = False
-            with anyio.fail_after(self.start_s):
-                client = mcp.Client(self._transport(), read_timeout_seconds=None, cache=None)
-            async with contextlib.AsyncExitStack() as stack:
-                with anyio.fail_after(self.start_s):
-                    await stack.enter_async_context(client)
+            # One scope around the client's whole life (its task groups nest inside), its
+            # deadline the start's bound until the tools are listed.
+            with anyio.CancelScope(deadline=anyio.current_time() + self.start_s) as scope:
+                async with mcp.Client(self._transport(), read_timeout_seconds=None, cache=None) as client:
                     self.listed = await self._list(client)
-                self.client = client
-                started = True
-                self.ready.set()
-                log.info("upstream %r: %d tools", self.name, len(self.listed))
-                await self._stop.wait()
-        except TimeoutError:
-            self.error = f"did not start within {self.start_s:g} s" if not started else "timed out"
+                    scope.deadline = math.inf
+                    self.client = client
+                    started = True
+                    self.ready.set()
+                    log.info("upstream %r: %d tools", self.name, len(self.listed))
+                    await self._stop.wait()
+            if scope.cancelled_caught and not started:
+                self.error = f"did not start within {self.start_s:g} s"
         except Exception as e:  # noqa: BLE001 - one upstream's failure is its own
             self.error = _why(e)
         finally:
@@ -285,6 +289,11 @@ class Upstream:
             except ToolError:
                 raise
             except Exception as e:  # noqa: BLE001 - the upstream's failure, told to the guest
+                if getattr(e, "code", None) == CONNECTION_CLOSED or isinstance(e, (anyio.ClosedResourceError, anyio.BrokenResourceError, anyio.EndOfStream)):
+                    # It is gone: later calls fail at once, and its task ends (reaping a process).
+                    self.error = f"it closed its connection during a call to {name!r}"
+                    self.client = None
+                    self._stop.set()
                 raise ToolError(f"upstream server {self.name!r} failed the call to {name!r}: {_why(e)}") from None
             finally:
                 self._inflight.discard(scope)
