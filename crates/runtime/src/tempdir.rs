@@ -5,9 +5,23 @@
 //! has descriptors (nesting, then renaming a deep tree into another one), so removal
 //! works by descriptor (`openat`/`unlinkat`) and holds at most [`MAX_HELD`] descriptors:
 //! a folder found deeper than that is first moved up to the top of the tree. Folders are
-//! named `wasi-python-<pid>-...`; those of dead processes are swept when the first
-//! folder of a process is made, and [`sweep_private_folders`] removes, at exit, those
+//! named `wasi-python-<pid>-...`; those no process holds (below) are swept when the
+//! first folder of a process is made, and [`sweep_private_folders`] removes, at exit, those
 //! of runs still alive (the Python package calls it from `atexit`).
+//!
+//! Which folders are alive is told by a lock, not by the pid in their name: processes
+//! in separate pid namespaces (containers) may share `/tmp`, where a number dead in one
+//! is alive in another. A folder's own descriptor holds an `flock` on it for its whole
+//! life, kept folders included, and a sweep removes only the folders it can lock. A
+//! folder is made under a hidden name, locked, then renamed, so no sweep sees it
+//! unlocked (a process killed in between leaves an empty hidden folder, never swept).
+//! The lock belongs to the open file description, which a forked child shares: the
+//! child forgets its parent's folders (forks.rs), closing its copies of the kept ones
+//! at its first use; those of runs in progress at the fork stay open in it until it
+//! execs (the descriptors are close-on-exec) or exits. So the folders of a parent
+//! killed outright are swept once its forked children have gone too, and nothing is
+//! removed from under a living process. No lock is undone (`LOCK_UN` would undo the
+//! parent's): it ends when the last descriptor is closed.
 //!
 //! Most runs never write a file: making and removing three folders on the host's disk
 //! was a fifth of such a run's time. So folders a run left exactly as they were made
@@ -24,7 +38,7 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::Duration;
 
 use parking_lot::{Condvar, Mutex};
-use rustix::fs::{AtFlags, Dir, FileType, Mode, OFlags};
+use rustix::fs::{AtFlags, Dir, FileType, FlockOperation, Mode, OFlags, RenameFlags};
 use rustix::io::Errno;
 
 use crate::Error;
@@ -42,6 +56,8 @@ const MAX_SPARE: usize = 16;
 #[derive(Debug)]
 pub(crate) struct TempDir {
     root: PathBuf,
+    /// The root's descriptor, holding its lock for the folder's life; None once dropped.
+    lock: Option<OwnedFd>,
     /// `tmp` and `work` as they were made; None once the folders cannot be kept (a
     /// mount's folder was added).
     made: Option<[Made; 2]>,
@@ -75,8 +91,16 @@ impl Made {
 /// The roots of this process's folders in use, not yet removed or kept.
 static LIVE: Mutex<Vec<PathBuf>> = Mutex::new(Vec::new());
 static NONE_LIVE: Condvar = Condvar::new();
-/// Folders kept for the next run, with how they were made.
-static SPARE: Mutex<Vec<(PathBuf, [Made; 2])>> = Mutex::new(Vec::new());
+/// A folder kept for the next run, with how it was made and its lock.
+#[derive(Debug)]
+struct Spare {
+    root: PathBuf,
+    made: [Made; 2],
+    lock: OwnedFd,
+}
+
+/// Folders kept for the next run.
+static SPARE: Mutex<Vec<Spare>> = Mutex::new(Vec::new());
 /// Set at exit: from then on folders are removed, never kept.
 static EXITING: AtomicBool = AtomicBool::new(false);
 /// In a forked child, `LIVE` and `SPARE` hold the parent's folders: forgotten (never
@@ -93,9 +117,9 @@ fn forget_the_parents() {
 impl TempDir {
     pub(crate) fn new() -> Result<Self, Error> {
         forget_the_parents();
-        if let Some((root, made)) = SPARE.lock().pop() {
+        if let Some(Spare { root, made, lock }) = SPARE.lock().pop() {
             LIVE.lock().push(root.clone());
-            return Ok(TempDir { root, made: Some(made) });
+            return Ok(TempDir { root, lock: Some(lock), made: Some(made) });
         }
         static SWEPT: OnceLock<()> = OnceLock::new();
         SWEPT.get_or_init(|| sweep_dead(&std::env::temp_dir()));
@@ -105,13 +129,10 @@ impl TempDir {
             .duration_since(std::time::UNIX_EPOCH)
             .map(|d| d.subsec_nanos())
             .unwrap_or(0);
-        let root = std::env::temp_dir().join(format!("{PREFIX}{}-{n}-{nanos:08x}", std::process::id()));
-        let make = |p: &Path| std::fs::create_dir(p).map_err(|e| Error::io(format!("creating {}", p.display()), e));
-        make(&root)?;
+        let name = format!("{PREFIX}{}-{n}-{nanos:08x}", std::process::id());
+        let (root, lock) = make_locked(&std::env::temp_dir(), &name)?;
         LIVE.lock().push(root.clone());
-        let mut dir = TempDir { root, made: None };
-        make(&dir.tmp())?;
-        make(&dir.work())?;
+        let mut dir = TempDir { root, lock: Some(lock), made: None };
         let stat = |p: &Path| rustix::fs::stat(p).map(|st| Made::of(&st)).ok();
         dir.made = stat(&dir.tmp()).zip(stat(&dir.work())).map(|(t, w)| [t, w]);
         Ok(dir)
@@ -164,6 +185,44 @@ impl TempDir {
     }
 }
 
+/// Makes the folder `name` in `temp`, with `tmp` and `work` in it, and its lock: made
+/// under a hidden name that no sweep looks at, locked, then renamed, never over an
+/// existing entry. Only its owner may open it (mode 0700), so no other user can take
+/// its lock first.
+fn make_locked(temp: &Path, name: &str) -> Result<(PathBuf, OwnedFd), Error> {
+    use std::os::unix::fs::DirBuilderExt;
+
+    let root = temp.join(name);
+    let hidden = temp.join(format!(".{name}"));
+    std::fs::DirBuilder::new()
+        .mode(0o700)
+        .create(&hidden).map_err(|e| Error::io(format!("creating {}", hidden.display()), e))?;
+    let lock = (|| -> std::io::Result<OwnedFd> {
+        let fd = open_dir(rustix::fs::CWD, &cstr(hidden.as_os_str())?)?;
+        // No other process knows the hidden name: it cannot be locked already.
+        rustix::fs::flock(&fd, FlockOperation::NonBlockingLockExclusive)?;
+        for sub in [c"tmp", c"work"] {
+            rustix::fs::mkdirat(&fd, sub, Mode::RWXU | Mode::RWXG | Mode::RWXO)?;
+        }
+        let cwd = rustix::fs::CWD;
+        match rustix::fs::renameat_with(cwd, &hidden, cwd, &root, RenameFlags::NOREPLACE) {
+            // A file system without RENAME_NOREPLACE: a plain rename where nothing is.
+            Err(Errno::INVAL | Errno::NOSYS) if std::fs::symlink_metadata(&root).is_err() => {
+                rustix::fs::renameat(cwd, &hidden, cwd, &root)?;
+            }
+            r => r?,
+        }
+        Ok(fd)
+    })();
+    match lock {
+        Ok(lock) => Ok((root, lock)),
+        Err(e) => {
+            let _ = remove_tree(&hidden);
+            Err(Error::io(format!("creating {}", root.display()), e))
+        }
+    }
+}
+
 /// Sets a folder's access and modification times back to how they were made.
 fn set_times(fd: impl AsFd, made: &Made) -> rustix::io::Result<()> {
     let ts = |(sec, nsec): (i64, i64)| rustix::fs::Timespec { tv_sec: sec, tv_nsec: nsec as _ };
@@ -175,10 +234,12 @@ impl Drop for TempDir {
         let keep = self.made.as_ref().is_some_and(|made| {
             !EXITING.load(Ordering::SeqCst) && SPARE.lock().len() < MAX_SPARE && self.unchanged(made)
         });
-        match (keep, self.made) {
-            (true, Some(made)) => SPARE.lock().push((self.root.clone(), made)),
-            _ => {
+        match (keep, self.made, self.lock.take()) {
+            (true, Some(made), Some(lock)) => SPARE.lock().push(Spare { root: self.root.clone(), made, lock }),
+            (_, _, lock) => {
+                // Removed while still locked: no sweep takes part.
                 let _ = remove_tree(&self.root);
+                drop(lock);
             }
         }
         let mut live = LIVE.lock();
@@ -199,9 +260,10 @@ pub fn sweep_private_folders(wait: Duration) -> usize {
     // Guests on standby hold folders too: ended now, they remove them at once.
     crate::standby::retire_all();
     let spare = std::mem::take(&mut *SPARE.lock());
-    for (root, _) in &spare {
-        let _ = remove_tree(root);
+    for s in &spare {
+        let _ = remove_tree(&s.root);
     }
+    drop(spare);
     let mut live = LIVE.lock();
     if !live.is_empty() {
         NONE_LIVE.wait_while_for(&mut live, |l| !l.is_empty(), wait);
@@ -214,30 +276,23 @@ pub fn sweep_private_folders(wait: Duration) -> usize {
     left.len()
 }
 
-/// Removes the private folders of processes that no longer run.
+/// Removes the private folders in `temp` that no process holds: those it can lock. The
+/// pid in a folder's name proves nothing (another pid namespace may share `temp`).
 fn sweep_dead(temp: &Path) {
-    let Ok(entries) = std::fs::read_dir(temp) else { return };
+    let Ok(top) = cstr(temp.as_os_str()).and_then(|t| Ok(open_dir(rustix::fs::CWD, &t)?)) else { return };
+    let Ok(entries) = Dir::read_from(&top) else { return };
     for entry in entries.flatten() {
         let name = entry.file_name();
-        let Some(pid) = name
-            .to_str()
-            .and_then(|n| n.strip_prefix(PREFIX))
-            .and_then(|rest| rest.split('-').next())
-            .and_then(|pid| pid.parse::<i32>().ok())
-        else {
-            continue;
-        };
-        if pid == std::process::id() as i32 || process_alive(pid) {
+        if !name.to_bytes().starts_with(PREFIX.as_bytes()) || !matches!(entry.file_type(), FileType::Directory | FileType::Unknown) {
             continue;
         }
-        let _ = remove_tree(&entry.path());
-    }
-}
-
-fn process_alive(pid: i32) -> bool {
-    match rustix::process::Pid::from_raw(pid) {
-        Some(pid) => !matches!(rustix::process::test_kill_process(pid), Err(Errno::SRCH)),
-        None => false,
+        // Another user's folder (mode 0700) is not opened; a symlink is not followed.
+        let Ok(folder) = open_dir(&top, name) else { continue };
+        if rustix::fs::flock(&folder, FlockOperation::NonBlockingLockExclusive).is_err() {
+            continue;
+        }
+        let _ = remove_tree(&temp.join(OsStr::from_bytes(name.to_bytes())));
+        drop(folder);
     }
 }
 
@@ -382,12 +437,12 @@ mod tests {
 
     /// Takes a spare if there is one; makes one whose drop must decide.
     fn fresh() -> TempDir {
-        SPARE.lock().drain(..).for_each(|(root, _)| drop(remove_tree(&root)));
+        SPARE.lock().drain(..).for_each(|s| drop(remove_tree(&s.root)));
         TempDir::new().unwrap()
     }
 
     fn spares() -> Vec<PathBuf> {
-        SPARE.lock().iter().map(|(root, _)| root.clone()).collect()
+        SPARE.lock().iter().map(|s| s.root.clone()).collect()
     }
 
     // One test, so the process-wide spare list is not shared between threads.
@@ -460,7 +515,7 @@ mod tests {
         assert_eq!(Made::of(&st).atime, made.atime);
 
         // A folder with a mount's empty folder: removed.
-        SPARE.lock().drain(..).for_each(|(root, _)| drop(remove_tree(&root)));
+        SPARE.lock().drain(..).for_each(|s| drop(remove_tree(&s.root)));
         let mut dir = TempDir::new().unwrap();
         dir.empty().unwrap();
         let root = dir.root.clone();
@@ -480,19 +535,58 @@ mod tests {
         EXITING.store(false, Ordering::SeqCst);
     }
 
+    const HOLD: &str = "WASI_PYTHON_TEMPDIR_HOLD";
+    /// A pid that names no process here (2^22 + 1 is above Linux's largest).
+    const DEAD_PID: &str = "4194305";
+
     #[test]
-    fn the_folders_of_dead_processes_are_swept_and_the_living_kept() {
+    fn a_folder_is_swept_only_when_no_process_holds_its_lock() {
+        use std::io::BufRead;
+        use std::process::Stdio;
+
         let temp = scratch("sweep");
-        // pid 2^22 + 1 is above Linux's largest pid: never alive.
-        let dead = temp.join(format!("{PREFIX}4194305-0-0"));
-        let alive = temp.join(format!("{PREFIX}{}-0-0", std::process::id()));
+        // A process of another pid namespace sharing this /tmp: alive, holding its folder,
+        // and its pid names no process here.
+        let held = temp.join(format!("{PREFIX}{DEAD_PID}-0-0"));
+        let mut holder = crate::signals::tests::in_a_child("tempdir::tests::holds_a_folder", &[(HOLD, temp.as_os_str())])
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .spawn()
+            .unwrap();
+        let mut said = std::io::BufReader::new(holder.stdout.take().unwrap()).lines();
+        // (libtest writes the test's name first, on the same line.)
+        assert!(said.any(|l| l.is_ok_and(|l| l.ends_with("holding"))), "the holder did not start");
+        // One this process holds; one whose holder is gone (ended), under a pid alive
+        // here; one made without a lock.
+        let (mine, lock) = make_locked(&temp, &format!("{PREFIX}{DEAD_PID}-1-0")).unwrap();
+        let (gone, gone_lock) = make_locked(&temp, &format!("{PREFIX}1-2-0")).unwrap();
+        drop(gone_lock);
+        let unlocked = temp.join(format!("{PREFIX}{DEAD_PID}-3-0"));
         let other = temp.join("unrelated");
-        for p in [&dead, &alive, &other] {
+        for p in [&unlocked, &other] {
             std::fs::create_dir_all(p.join("tmp/x")).unwrap();
         }
         sweep_dead(&temp);
-        assert!(!dead.exists());
-        assert!(alive.exists() && other.exists());
+        assert!(held.join("tmp").exists() && mine.join("work").exists() && other.exists());
+        assert!(!gone.exists() && !unlocked.exists());
+        // Once their holders let go (the other process ends), they are swept.
+        drop(holder.stdin.take());
+        assert!(holder.wait().unwrap().success());
+        drop(lock);
+        sweep_dead(&temp);
+        assert!(!held.exists() && !mine.exists() && other.exists());
         remove_tree(&temp).unwrap();
+    }
+
+    #[test]
+    #[ignore = "the other process of the test above, started by it"]
+    fn holds_a_folder() {
+        use std::io::{Read, Write};
+
+        let Some(temp) = std::env::var_os(HOLD) else { return };
+        let (_, _lock) = make_locked(Path::new(&temp), &format!("{PREFIX}{DEAD_PID}-0-0")).unwrap();
+        println!("holding");
+        std::io::stdout().flush().unwrap();
+        let _ = std::io::stdin().read_to_end(&mut Vec::new());
     }
 }
