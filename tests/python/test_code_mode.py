@@ -132,3 +132,29 @@ def test_a_session_calls_upstream_tools_across_turns(coded):
     r = run(coded, "p + tools.shop__price(item='apple')['price']", session="shop")
     assert r.structured_content["stdout"] == "3.5\n", text(r)
     coded.call("end_session", {"session": "shop"})
+
+
+def test_a_url_upstream_with_headers_and_a_mute_one_bounded_at_start(tmp_path):
+    """An upstream reached by URL (another ``serve mcp`` over HTTP, behind its token), and
+    one that never answers its handshake: that one is reported once its start bound passes,
+    and the other serves."""
+    from serve_helpers import HttpServer
+
+    remote = HttpServer("--token", "upstream-token")
+    try:
+        servers = {"mcpServers": {
+            "remote": {"url": remote.url, "headers": {"Authorization": "Bearer upstream-token"}},
+            "mute": {"command": sys.executable, "args": [str(FIXTURES / "upstream_mute.py")]},
+        }}
+        path = tmp_path / "servers.json"
+        path.write_text(json.dumps(servers))
+        c = stdio_client("--upstream", str(path), "--upstream-start-s", "3")
+        try:
+            listed = c.call("list_upstream_tools", {})
+            assert "did not start within 3 s" in listed.structured_content["unavailable"]["mute"]
+            r = run(c, "from host import tools\nprint(tools.remote__run_python(code='print(6 * 7)')['stdout'], end='')")
+            assert r.structured_content["stdout"] == "42\n", text(r)
+        finally:
+            c.close()
+    finally:
+        remote.stop()
