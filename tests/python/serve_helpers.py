@@ -141,7 +141,9 @@ class HttpServer:
 
         return McpClient(lambda: mcp.Client(transport()))
 
-    def stop(self) -> None:
+    def stop(self) -> int:
+        """Stops the server (SIGTERM, a graceful end; SIGKILL after 20 s) and returns its
+        exit status."""
         if self.proc.poll() is None:
             self.proc.send_signal(signal.SIGTERM)
             try:
@@ -152,3 +154,4 @@ class HttpServer:
         self.log.close()
         with contextlib.suppress(OSError):
             os.unlink(self.log.name)
+        return self.proc.returncode

@@ -30,7 +30,7 @@ def stdio():
 def http_server():
     s = HttpServer(*OPTIONS, "--token", TOKEN)
     yield s
-    s.stop()
+    assert s.stop() == 0  # SIGTERM: a graceful end, its sessions closed
 
 
 @pytest.fixture(scope="module")

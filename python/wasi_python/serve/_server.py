@@ -9,8 +9,10 @@ import hmac
 import json
 import logging
 import re
+import signal
 import socket
 import sys
+import threading
 from dataclasses import dataclass
 from typing import Any, Awaitable, Callable, Optional
 
@@ -480,7 +482,17 @@ class SandboxServer:
         print(f"wasi-python serve mcp: listening on {url}", file=sys.stderr, flush=True)
         if ready is not None:
             ready(url)
-        await server.serve(sockets=[sock])
+        # uvicorn shuts down on SIGTERM, then raises it again under the handler it found:
+        # with the default one the process would die before the sessions and upstreams
+        # are closed, so it finds one that only notes it.
+        previous = None
+        if threading.current_thread() is threading.main_thread():
+            previous = signal.signal(signal.SIGTERM, lambda *_: None)
+        try:
+            await server.serve(sockets=[sock])
+        finally:
+            if previous is not None:
+                signal.signal(signal.SIGTERM, previous)
 
     async def close(self) -> None:
         await self.sessions.close()
