@@ -77,13 +77,15 @@ class Sessions:
     async def turn(self, name: str, code: str, timeout_s: Optional[float]) -> tuple[Completed, list[str]]:
         notes: list[str] = []
         async with self.lock:
-            for other, live in list(self.live.items()):
-                if live.session.ended is not None and not live.lock.locked():
+            for other, was in list(self.live.items()):
+                if was.session.ended is not None and not was.lock.locked():
                     if other == name:
-                        notes.append(f"session {name!r} had ended ({live.session.ended}); this call started a new one, without its variables")
+                        notes.append(f"session {name!r} had ended ({was.session.ended}); this call started a new one, without its variables")
                     await self._drop(other)
-            live = self.live.get(name)
-            if live is None:
+            found = self.live.get(name)
+            if found is not None:
+                live = found
+            else:
                 if len(self.live) >= self.cfg.max_sessions:
                     raise Refused(
                         f"{len(self.live)} sessions are alive, the most this server keeps: end one with end_session, "
@@ -151,7 +153,7 @@ def describe(done: Completed, cfg: ServeConfig, deadline_s: float, session: Opti
     import mcp_types as t
 
     calls = tool_calls(done)
-    out = {
+    out: dict[str, Any] = {
         "exit_code": done.exit_code,
         "stdout": _text(done.stdout),
         "stderr": _text(done.stderr),

@@ -429,7 +429,8 @@ def _entry(u: Upstream, listed: Any, name: str) -> Entry:
     except (TypeError, ValueError) as e:
         # A schema our door cannot even read: the arguments pass unchecked, by name.
         note = f"its input schema is not checked here ({_why(e)})"
-        props = guest_schema.get("properties") if isinstance(guest_schema.get("properties"), dict) else {}
+        found = guest_schema.get("properties")
+        props: dict[str, Any] = found if isinstance(found, dict) else {}
         required = [r for r in guest_schema.get("required", []) if r in props] if isinstance(guest_schema.get("required"), list) else []
         loose = {"type": "object", "properties": {k: {} for k in props}, "required": required}
         offered = make(loose, [f"Its input schema is not checked here at all ({_why(e)})."])
