@@ -19,6 +19,7 @@ breach freezes the embedder's whole process; this catches it in the suite:
 
 from __future__ import annotations
 
+import atexit
 import faulthandler
 import os
 import signal
@@ -96,4 +97,15 @@ def start() -> Canary:
             tempfile.gettempdir(), f"pytest-gil-canary-{os.getpid()}.log"
         )
         _canary = Canary(path)
+        if "WASI_PYTHON_GIL_CANARY_LOG" not in os.environ:
+            atexit.register(_remove_if_empty, path)
     return _canary
+
+
+def _remove_if_empty(path: str) -> None:
+    # A log of one pytest process left in the temp folder: kept only if it holds stacks.
+    try:
+        if os.path.getsize(path) == 0:
+            os.remove(path)
+    except OSError:
+        pass
