@@ -9,6 +9,7 @@ use parking_lot::Mutex;
 use wasmtime::{Config, Engine, InstancePre, Linker, Module};
 
 use crate::host::{self, HostState};
+use crate::notice::{NoticeKind, Notices};
 use crate::{Artifacts, Error, cached};
 
 /// The wasmtime this runtime is built on; part of every cache key.
@@ -200,18 +201,20 @@ pub(crate) fn prepare(
     flavour: Flavour,
     pooling: bool,
     cpu: CpuLevel,
+    notices: &Notices,
+    launcher: &Arc<Launcher>,
 ) -> Result<Flavoured, Error> {
     // The allocator does not change the generated code: both engines load one cache file.
     // With a pool, the on-demand engine is loaded only when the pool is full: each loaded
     // copy maps the compiled code again and costs its own resident pages (16 MB).
     let pooled = if pooling {
-        prepare_engine(artifacts, cache_dir, flavour, Some(pooling_config()), cpu).ok()
+        prepare_engine(artifacts, cache_dir, flavour, Some(pooling_config()), cpu, notices).ok()
     } else {
         None
     };
     let on_demand = std::sync::OnceLock::new();
     if pooled.is_none() {
-        let _ = on_demand.set(prepare_engine(artifacts, cache_dir, flavour, None, cpu)?);
+        let _ = on_demand.set(prepare_engine(artifacts, cache_dir, flavour, None, cpu, notices)?);
     }
     Ok(Flavoured {
         pooled,
@@ -221,9 +224,10 @@ pub(crate) fn prepare(
         cache_dir: cache_dir.to_owned(),
         flavour,
         cpu,
+        notices: notices.clone(),
         live: Arc::new(AtomicUsize::new(0)),
         image: None,
-        standby: crate::standby::Ready::new(None),
+        standby: crate::standby::Ready::new(launcher, None),
         compiled: crate::compiled::Compiled::new(),
     })
 }
@@ -238,6 +242,7 @@ pub(crate) struct Flavoured {
     cache_dir: PathBuf,
     flavour: Flavour,
     cpu: CpuLevel,
+    notices: Notices,
     /// Stores alive in the pooled engine's slots, shared with the flavours made from
     /// this one by [`Flavoured::with_image`] (they use the same pool).
     live: Arc<AtomicUsize>,
@@ -283,7 +288,7 @@ impl Flavoured {
         if let Some(p) = self.on_demand.get() {
             return Ok(p);
         }
-        let mut p = prepare_engine(&self.artifacts, &self.cache_dir, self.flavour, None, self.cpu)?;
+        let mut p = prepare_engine(&self.artifacts, &self.cache_dir, self.flavour, None, self.cpu, &self.notices)?;
         if let Some((image, pages)) = &self.image {
             p = p.with_image(image, *pages)?;
         }
@@ -310,9 +315,10 @@ impl Flavoured {
             cache_dir: self.cache_dir.clone(),
             flavour: self.flavour,
             cpu: self.cpu,
+            notices: self.notices.clone(),
             live: self.live.clone(),
             image: Some((image.to_owned(), pages)),
-            standby: crate::standby::Ready::new(Some(image.to_owned())),
+            standby: crate::standby::Ready::new(&self.standby.launcher, Some(image.to_owned())),
             compiled: crate::compiled::Compiled::new(),
         })
     }
@@ -333,6 +339,7 @@ fn prepare_engine(
     flavour: Flavour,
     pooled: Option<wasmtime::PoolingAllocationConfig>,
     cpu: CpuLevel,
+    notices: &Notices,
 ) -> Result<Prepared, Error> {
     let engine = crate::signals::new_engine(&config(flavour, pooled, cpu)?).map_err(|e| Error::Module(format!("{e:#}")))?;
     let path = cache_path(artifacts, cache_dir, &engine);
@@ -343,19 +350,15 @@ fn prepare_engine(
     let read = || {
         std::fs::read(artifacts.module()).map_err(|e| Error::io(format!("reading {}", artifacts.module().display()), e))
     };
-    let (module, _) = load_or_compile(&engine, &path, artifacts.compiled_dirs(), what, &read, &notice)?;
+    let (module, _) = load_or_compile(&engine, &path, artifacts.compiled_dirs(), what, &read, &|m| {
+        notices.say(NoticeKind::Compiling, m)
+    })?;
     let mut linker = Linker::new(&engine);
     host::add_to_linker(&mut linker).map_err(|e| Error::Internal(format!("{e:#}")))?;
     let pre = linker
         .instantiate_pre(&module)
         .map_err(|e| Error::Module(format!("linking the guest: {e:#}")))?;
     Ok(Prepared { engine, pre })
-}
-
-/// Says something the user should know on stderr: a wait of minutes ahead, or a
-/// shipped file that could not be used.
-pub(crate) fn notice(message: &str) {
-    eprintln!("wasi_python: {message}");
 }
 
 /// Bumped when what is compiled changes beyond the engine's settings (which key the
@@ -496,14 +499,27 @@ pub(crate) struct Flavours {
     cache_dir: PathBuf,
     pooling: bool,
     cpu: CpuLevel,
+    notices: Notices,
+    /// The runtime's scheduling state, which its flavours' guests on standby join.
+    launcher: Arc<Launcher>,
     plain: Mutex<Option<Arc<Flavoured>>>,
     metered: Mutex<Option<Arc<Flavoured>>>,
 }
 
 impl Flavours {
-    pub(crate) fn new(artifacts: Artifacts, cache_dir: PathBuf, pooling: bool) -> Flavours {
+    pub(crate) fn new(artifacts: Artifacts, cache_dir: PathBuf, pooling: bool, notices: Notices, launcher: Arc<Launcher>) -> Flavours {
         let cpu = CpuLevel::from_env();
-        Flavours { artifacts, cache_dir, pooling, cpu, plain: Mutex::new(None), metered: Mutex::new(None) }
+        Flavours { artifacts, cache_dir, pooling, cpu, notices, launcher, plain: Mutex::new(None), metered: Mutex::new(None) }
+    }
+
+    /// The runtime's launcher (launch.rs).
+    pub(crate) fn launcher(&self) -> &Arc<Launcher> {
+        &self.launcher
+    }
+
+    /// Where this runtime's notices go.
+    pub(crate) fn notices(&self) -> &Notices {
+        &self.notices
     }
 
     /// The CPU level this runtime compiles for (and loads compiled code of).
@@ -533,7 +549,7 @@ impl Flavours {
         if let Some(p) = &*slot {
             return Ok(p.clone());
         }
-        let p = Arc::new(prepare(&self.artifacts, &self.cache_dir, flavour, self.pooling, self.cpu)?);
+        let p = Arc::new(prepare(&self.artifacts, &self.cache_dir, flavour, self.pooling, self.cpu, &self.notices, &self.launcher)?);
         *slot = Some(p.clone());
         Ok(p)
     }

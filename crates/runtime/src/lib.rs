@@ -34,6 +34,7 @@ mod guest;
 mod guest_mem;
 mod host;
 mod mounts;
+mod notice;
 mod outcome;
 mod output;
 mod quota;
@@ -67,7 +68,8 @@ pub use compiled::compiled_programs;
 pub use standby::{STANDBY_ENV, guests_on_standby, primed_runs, standby_warmups};
 pub use outcome::{Completed, Trapped, Truncated};
 pub use run::RunHandle;
-pub use runtime::Runtime;
+pub use runtime::{Runtime, RuntimeBuilder};
+pub use notice::{Notice, NoticeKind};
 pub use fork::{PACKAGE_VERSION, Snapshot, SnapshotError};
 /// The saved-snapshot file format (`crates/image`), re-exported for embedders.
 pub use wasi_python_image as image;

@@ -6,6 +6,7 @@ use std::sync::Arc;
 
 use crate::engine::{self, Flavour, Flavoured, Flavours};
 use crate::fork::Origin;
+use crate::notice::{Notice, Notices};
 use crate::snapshot::Snapshots;
 use crate::{Artifacts, Error, RunConfig};
 
@@ -38,24 +39,76 @@ fn own_files(artifacts: &Artifacts, cache_dir: &Path) -> Vec<PathBuf> {
         .collect()
 }
 
+/// Sets up a [`Runtime`]: `Runtime::builder(artifacts).cache_dir(..).notices(..).build()`.
+/// What is not set takes its default (the environment's, where one is named).
+#[derive(Debug)]
+#[must_use = "a builder does nothing until `build`"]
+pub struct RuntimeBuilder {
+    artifacts: Artifacts,
+    cache_dir: Option<PathBuf>,
+    pooling: Option<bool>,
+    notices: Option<Notices>,
+}
+
+impl RuntimeBuilder {
+    /// Where compiled code and preload snapshots are cached (default:
+    /// [`engine::default_cache_dir`], which reads `WASI_PYTHON_CACHE`).
+    pub fn cache_dir(mut self, dir: impl Into<PathBuf>) -> Self {
+        self.cache_dir = Some(dir.into());
+        self
+    }
+
+    /// Whether to use wasmtime's pooling allocator ([`Runtime::with_pooling`]; default:
+    /// on, unless `WASI_PYTHON_POOLING=0`).
+    pub fn pooling(mut self, pooling: bool) -> Self {
+        self.pooling = Some(pooling);
+        self
+    }
+
+    /// Where the runtime's [`Notice`]s go (default: a line `wasi_python: <message>` on
+    /// stderr each). `sink` is called on the thread doing the work, possibly with the
+    /// runtime's locks held (a compile holds its flavour's for minutes): it reports and
+    /// returns, and never calls back into this runtime.
+    pub fn notices(mut self, sink: impl Fn(&Notice) + Send + Sync + 'static) -> Self {
+        self.notices = Some(Notices::new(sink));
+        self
+    }
+
+    pub fn build(self) -> Runtime {
+        Runtime::make(
+            self.artifacts,
+            self.cache_dir.unwrap_or_else(engine::default_cache_dir),
+            self.pooling.unwrap_or_else(engine::pooling_from_env),
+            self.notices.unwrap_or_default(),
+        )
+    }
+}
+
 impl Runtime {
-    /// A runtime over `artifacts`, caching compiled code in [`engine::default_cache_dir`].
+    /// A runtime over `artifacts` with every default ([`RuntimeBuilder`]); compiled code
+    /// is cached in [`engine::default_cache_dir`].
     pub fn new(artifacts: Artifacts) -> Self {
-        Self::with_cache_dir(artifacts, engine::default_cache_dir())
+        Self::builder(artifacts).build()
     }
 
+    /// Sets up a runtime over `artifacts` other than by the defaults.
+    pub fn builder(artifacts: Artifacts) -> RuntimeBuilder {
+        RuntimeBuilder { artifacts, cache_dir: None, pooling: None, notices: None }
+    }
+
+    /// `Runtime::builder(artifacts).cache_dir(cache_dir).build()`.
     pub fn with_cache_dir(artifacts: Artifacts, cache_dir: impl Into<PathBuf>) -> Self {
-        Self::build(artifacts, cache_dir.into(), engine::pooling_from_env())
+        Self::builder(artifacts).cache_dir(cache_dir).build()
     }
 
-    fn build(artifacts: Artifacts, cache_dir: PathBuf, pooling: bool) -> Self {
+    fn make(artifacts: Artifacts, cache_dir: PathBuf, pooling: bool, notices: Notices) -> Self {
         // From now on forks are counted, so that a forked child forgets its parent's
         // guests, threads and folders (forks.rs).
         crate::forks::generation();
         Runtime {
             inner: Arc::new(Inner {
                 own_files: own_files(&artifacts, &cache_dir),
-                flavours: Flavours::new(artifacts, cache_dir, pooling),
+                flavours: Flavours::new(artifacts, cache_dir, pooling, notices),
                 snapshots: Snapshots::default(),
                 preopen_statics: std::sync::OnceLock::new(),
             }),
@@ -72,7 +125,7 @@ impl Runtime {
             return self;
         }
         let f = &self.inner.flavours;
-        Self::build(f.artifacts().clone(), f.cache_dir().to_owned(), pooling)
+        Self::make(f.artifacts().clone(), f.cache_dir().to_owned(), pooling, f.notices().clone())
     }
 
     pub fn artifacts(&self) -> &Artifacts {

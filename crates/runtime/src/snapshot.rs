@@ -29,7 +29,8 @@ use parking_lot::Mutex;
 use sha2::{Digest, Sha256};
 
 use crate::config::Preload;
-use crate::engine::{Flavour, Flavoured, Flavours, WASMTIME_VERSION, notice};
+use crate::engine::{Flavour, Flavoured, Flavours, WASMTIME_VERSION};
+use crate::notice::NoticeKind;
 use crate::guest::{ARGV0, Guest, OpenFiles, SETUP_DEADLINE, py_str, setup_code};
 use crate::{Artifacts, CancelToken, Error, RunConfig, cached};
 
@@ -147,7 +148,7 @@ impl Snapshots {
             Ok(image) => image,
             Err(e) if !required => {
                 if !self.warned.swap(true, Ordering::Relaxed) {
-                    eprintln!("wasi-python: runs start without the default preload: {e}");
+                    base.notices().say(NoticeKind::PreloadSkipped, format!("runs start without the default preload: {e}"));
                 }
                 return Ok(None);
             }
@@ -342,7 +343,9 @@ fn load_or_build(base: &Flavours, modules: &[String]) -> Result<Image, Error> {
             }
         }
         Ok(false) => {}
-        Err(e) => notice(&format!("the shipped snapshot is damaged ({e}); building it instead")),
+        Err(e) => base
+            .notices()
+            .say(NoticeKind::ShippedUnusable, format!("the shipped snapshot is damaged ({e}); building it instead")),
     }
     let mut memory = build_memory(&*base.get(Flavour::Plain)?, artifacts, modules)?;
     let module = std::fs::read(artifacts.module())
