@@ -7,6 +7,7 @@
 
 from ._async import run_async, set_async_workers
 from ._files import Errno, FileProvider, MemoryFiles, Mount, Stat, WritableFileProvider, ZipFiles
+from ._notices import Notice, notices
 from ._records import Completed, FileFault, FileRecord
 from ._run import DEFAULTS, TOOL_DEFAULTS, ArtifactsMissing, PreloadError, artifacts, default_preload, prepare, run
 from ._session import Session, SessionBusy, SessionEnded
@@ -38,6 +39,8 @@ __all__ = [
     "default_preload",
     "prepare",
     "set_async_workers",
+    "notices",
+    "Notice",
     "DEFAULTS",
     "TOOL_DEFAULTS",
 ]

@@ -13,6 +13,7 @@ mod convert;
 mod errors;
 mod files;
 mod frame_stacks;
+mod notices;
 mod options;
 mod plain;
 mod run;
@@ -51,6 +52,7 @@ fn _wasi_python(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(tool_host::shutdown_tools, m)?)?;
     m.add_function(wrap_pyfunction!(run::sweep_private_folders, m)?)?;
     m.add_function(wrap_pyfunction!(run::restore_trap_handlers, m)?)?;
+    m.add_function(wrap_pyfunction!(notices::notices, m)?)?;
     m.add_function(wrap_pyfunction!(run::guests_on_standby, m)?)?;
     m.add_function(wrap_pyfunction!(run::standby_warmups, m)?)?;
     m.add_function(wrap_pyfunction!(run::primed_runs, m)?)?;

@@ -17,7 +17,7 @@ use crate::options::Options;
 use crate::{convert, errors};
 
 /// One runtime per artifact folder, for the life of the process: the compiled
-/// guest is loaded once.
+/// guest is loaded once. Its notices go to Python's `logging` and `notices()` (notices.rs).
 pub(crate) fn runtime_for(dir: &str) -> Result<Runtime, wasi_python_runtime::Error> {
     static RUNTIMES: OnceLock<Mutex<HashMap<PathBuf, Runtime>>> = OnceLock::new();
     let map = RUNTIMES.get_or_init(Default::default);
@@ -25,7 +25,7 @@ pub(crate) fn runtime_for(dir: &str) -> Result<Runtime, wasi_python_runtime::Err
     if let Some(rt) = map.lock().get(&key) {
         return Ok(rt.clone());
     }
-    let rt = Runtime::new(Artifacts::open(&key)?);
+    let rt = Runtime::builder(Artifacts::open(&key)?).notices(crate::notices::forward).build();
     Ok(map.lock().entry(key).or_insert(rt).clone())
 }
 
