@@ -7,6 +7,7 @@
 
 from ._async import run_async, set_async_workers
 from ._files import Errno, FileProvider, MemoryFiles, Mount, Stat, WritableFileProvider, ZipFiles
+from ._launch import keep_frame_stacks
 from ._notices import Notice, notices
 from ._records import Completed, FileFault, FileRecord
 from ._run import DEFAULTS, TOOL_DEFAULTS, ArtifactsMissing, PreloadError, artifacts, default_preload, prepare, run
@@ -39,6 +40,7 @@ __all__ = [
     "default_preload",
     "prepare",
     "set_async_workers",
+    "keep_frame_stacks",
     "notices",
     "Notice",
     "DEFAULTS",

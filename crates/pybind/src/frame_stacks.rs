@@ -6,12 +6,21 @@
 //! sends those CPUs a TLB shootdown: one interrupt of the guest's CPU per tool call, and
 //! page faults for the next thread's fresh chunk. CPython takes these chunks from its
 //! arena allocator (`_PyObject_VirtualAlloc`), which an embedder may replace through the
-//! public `PyObject_SetArenaAllocator`. This module wraps the allocator in place at
-//! import: chunks of exactly the first frame chunk's size are kept, up to [`KEPT`], for
+//! public `PyObject_SetArenaAllocator`. When the embedder asks (off by default: the
+//! interpreter's allocator is the embedder's; `WASI_PYTHON_KEEP_FRAME_STACKS=1` at import,
+//! or `wasi_python.keep_frame_stacks(True)` at any time), this module wraps the allocator
+//! in place: chunks of exactly the first frame chunk's size are kept, up to [`KEPT`], for
 //! the next thread, and everything else (pymalloc's arenas, larger chunks) passes to the
-//! allocator that was there. A kept chunk came from that allocator and goes back to it
-//! when the list is full, so any mix of chunks allocated before and after the wrap is
-//! freed by the function that matches its allocation.
+//! allocator that was there.
+//!
+//! Safe at any time, not only before the interpreter allocated: the wrapper allocates
+//! only through the allocator that was there, so every chunk, whether allocated before or
+//! after the wrap, came from it; a freed one is kept (and later served, or given back) or
+//! given back at once, with its size, as CPython would have. The swap happens with the
+//! GIL held, as every arena allocation and free does (the extension, abi3, is never
+//! loaded by a free-threaded interpreter). Switched off, the wrapper gives back what it
+//! keeps and passes every call through; it is never taken out, since a library that
+//! wrapped it in turn would be left calling it.
 //!
 //! The hook is looked up by name at run time: an interpreter without it (the stable ABI
 //! does not promise it) runs as before.
@@ -24,6 +33,10 @@
 use std::ffi::{c_void, CStr};
 
 use parking_lot::Mutex;
+use pyo3::prelude::*;
+
+/// The environment variable that switches the wrapper on at import: `1`.
+pub(crate) const ENV: &str = "WASI_PYTHON_KEEP_FRAME_STACKS";
 
 /// CPython's first frame chunk of a thread: `_PY_DATA_STACK_CHUNK_SIZE` (16 KiB, 3.11 to 3.15).
 const CHUNK: usize = 16 * 1024;
@@ -40,10 +53,11 @@ struct ArenaAllocator {
     free: Option<unsafe extern "C" fn(*mut c_void, *mut c_void, usize)>,
 }
 
-/// The allocator that was there, and the chunks kept.
+/// The allocator that was there, and the chunks kept while `keeping`.
 struct Wrapped {
     inner: ArenaAllocator,
     kept: Kept,
+    keeping: bool,
 }
 
 // SAFETY: `ctx` is the previous allocator's own context, which CPython passes to it from
@@ -91,7 +105,7 @@ unsafe extern "C" fn alloc(_ctx: *mut c_void, size: usize) -> *mut c_void {
 unsafe extern "C" fn free(_ctx: *mut c_void, ptr: *mut c_void, size: usize) {
     let mut guard = WRAPPED.lock();
     let Some(w) = guard.as_mut() else { return };
-    if w.kept.keep(ptr as usize, size) {
+    if w.keeping && w.kept.keep(ptr as usize, size) {
         return;
     }
     let inner = w.inner;
@@ -113,29 +127,61 @@ fn symbol(name: &CStr) -> Option<GetSet> {
     (!p.is_null()).then(|| unsafe { std::mem::transmute::<*mut c_void, GetSet>(p) })
 }
 
-/// Wraps the interpreter's arena allocator, once per process. Called with the GIL held
-/// (at the module's import), as CPython requires of its allocator setters.
-pub(crate) fn keep_frame_stacks() {
+/// At the module's import: switched on if `$WASI_PYTHON_KEEP_FRAME_STACKS` is `1`.
+pub(crate) fn from_env(py: Python<'_>) {
+    if std::env::var_os(ENV).is_some_and(|v| v == "1") {
+        set(py, true);
+    }
+}
+
+/// Keeps finished tool threads' first frame chunks for the next (`on`), or stops keeping
+/// them (the kept ones are given back). Returns whether they are kept now: `False` where
+/// the interpreter lacks the hook. Any time after import.
+#[pyfunction]
+pub(crate) fn keep_frame_stacks(py: Python<'_>, on: bool) -> bool {
+    set(py, on)
+}
+
+/// [`keep_frame_stacks`]. The GIL (`_py`) is held, as CPython requires of its allocator
+/// setters and as every arena call holds it, so no allocation runs during the swap.
+fn set(_py: Python<'_>, on: bool) -> bool {
     let mut guard = WRAPPED.lock();
-    if guard.is_some() {
-        return;
+    if let Some(w) = guard.as_mut() {
+        w.keeping = on;
+        if !on {
+            let chunks = std::mem::take(&mut w.kept.0);
+            let inner = w.inner;
+            drop(guard);
+            if let Some(f) = inner.free {
+                for addr in chunks {
+                    // SAFETY: each kept chunk came from the previous allocator with size
+                    // CHUNK, and is in no use.
+                    unsafe { f(inner.ctx, addr as *mut c_void, CHUNK) }
+                }
+            }
+        }
+        return on;
+    }
+    if !on {
+        return false;
     }
     let (Some(get), Some(set)) = (symbol(c"PyObject_GetArenaAllocator"), symbol(c"PyObject_SetArenaAllocator"))
     else {
-        return;
+        return false;
     };
     let mut inner = ArenaAllocator { ctx: std::ptr::null_mut(), alloc: None, free: None };
     // SAFETY: CPython fills the struct it is given.
     unsafe { get(&mut inner) };
     if inner.alloc.is_none() || inner.free.is_none() {
-        return;
+        return false;
     }
-    *guard = Some(Wrapped { inner, kept: Kept(Vec::with_capacity(KEPT)) });
+    *guard = Some(Wrapped { inner, kept: Kept(Vec::with_capacity(KEPT)), keeping: true });
     drop(guard);
     let mut ours = ArenaAllocator { ctx: std::ptr::null_mut(), alloc: Some(alloc), free: Some(free) };
     // SAFETY: CPython copies the struct; the functions live as long as the process, since
     // an extension module is never unloaded.
     unsafe { set(&mut ours) };
+    true
 }
 
 #[cfg(test)]

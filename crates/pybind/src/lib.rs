@@ -23,7 +23,7 @@ mod tool_host;
 
 #[pymodule]
 fn _wasi_python(m: &Bound<'_, PyModule>) -> PyResult<()> {
-    frame_stacks::keep_frame_stacks();
+    frame_stacks::from_env(m.py());
     errors::register(m)?;
     m.add_class::<run::CancelToken>()?;
     m.add_class::<completions::Completions>()?;
@@ -53,6 +53,7 @@ fn _wasi_python(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(run::sweep_private_folders, m)?)?;
     m.add_function(wrap_pyfunction!(run::restore_trap_handlers, m)?)?;
     m.add_function(wrap_pyfunction!(notices::notices, m)?)?;
+    m.add_function(wrap_pyfunction!(frame_stacks::keep_frame_stacks, m)?)?;
     m.add_function(wrap_pyfunction!(run::guests_on_standby, m)?)?;
     m.add_function(wrap_pyfunction!(run::standby_warmups, m)?)?;
     m.add_function(wrap_pyfunction!(run::primed_runs, m)?)?;
