@@ -57,6 +57,9 @@ fn _wasi_python(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(run::guests_on_standby, m)?)?;
     m.add_function(wrap_pyfunction!(run::standby_warmups, m)?)?;
     m.add_function(wrap_pyfunction!(run::primed_runs, m)?)?;
+    m.add_function(wrap_pyfunction!(run::standby_runs, m)?)?;
+    m.add_function(wrap_pyfunction!(run::set_launch_policy, m)?)?;
+    m.add_function(wrap_pyfunction!(run::launch_policy, m)?)?;
     m.add_function(wrap_pyfunction!(run::compiled_programs, m)?)?;
     m.add("WASMTIME_VERSION", wasi_python_runtime::WASMTIME_VERSION)?;
     m.add("DEFAULTS", options::defaults(m.py())?)?;

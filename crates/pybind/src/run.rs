@@ -9,24 +9,96 @@ use parking_lot::Mutex;
 use pyo3::prelude::*;
 use pyo3::types::PyBytes;
 use wasi_python_runtime::schema::{InputSchema, Options as SchemaOptions};
-use wasi_python_runtime::{Artifacts, CallContext, DoorAnswer, Flavour, Preload, RunConfig, Runtime};
+use wasi_python_runtime::{Artifacts, CallContext, DoorAnswer, Flavour, LaunchPolicy, Preload, RunConfig, Runtime};
 
 use crate::completions::Completions;
 use crate::convert::Outcome;
 use crate::options::Options;
 use crate::{convert, errors};
 
+static RUNTIMES: OnceLock<Mutex<HashMap<PathBuf, Runtime>>> = OnceLock::new();
+
 /// One runtime per artifact folder, for the life of the process: the compiled
 /// guest is loaded once. Its notices go to Python's `logging` and `notices()` (notices.rs).
 pub(crate) fn runtime_for(dir: &str) -> Result<Runtime, wasi_python_runtime::Error> {
-    static RUNTIMES: OnceLock<Mutex<HashMap<PathBuf, Runtime>>> = OnceLock::new();
     let map = RUNTIMES.get_or_init(Default::default);
     let key = PathBuf::from(dir);
     if let Some(rt) = map.lock().get(&key) {
         return Ok(rt.clone());
     }
-    let rt = Runtime::builder(Artifacts::open(&key)?).notices(crate::notices::forward).build();
+    let policy = POLICY.lock().clone().unwrap_or_default();
+    let rt = Runtime::builder(Artifacts::open(&key)?).notices(crate::notices::forward).launch_policy(policy).build();
     Ok(map.lock().entry(key).or_insert(rt).clone())
+}
+
+/// The launch policy of the runtimes this process makes from now on (`None`: the
+/// runtime's default, which reads the environment).
+static POLICY: Mutex<Option<LaunchPolicy>> = Mutex::new(None);
+
+/// Sets how the package's runtimes schedule runs (launch.rs): only before the first run,
+/// since a runtime keeps the policy it was made with. Fields not given keep their default.
+/// Returns the policy as a dict.
+#[pyfunction]
+#[pyo3(signature = (*, standby=None, primed=None, pin_caller=None, wake_on_caller_cpu=None, idle_threads=None, standby_idle_s=None, warm_every_s=None, primed_for_s=None, thread_idle_s=None))]
+#[allow(clippy::too_many_arguments)]
+pub(crate) fn set_launch_policy<'py>(
+    py: Python<'py>,
+    standby: Option<bool>,
+    primed: Option<bool>,
+    pin_caller: Option<bool>,
+    wake_on_caller_cpu: Option<bool>,
+    idle_threads: Option<usize>,
+    standby_idle_s: Option<f64>,
+    warm_every_s: Option<f64>,
+    primed_for_s: Option<f64>,
+    thread_idle_s: Option<f64>,
+) -> PyResult<Bound<'py, pyo3::types::PyDict>> {
+    use crate::options::seconds;
+    if RUNTIMES.get().is_some_and(|m| !m.lock().is_empty()) {
+        return Err(pyo3::exceptions::PyRuntimeError::new_err(
+            "the launch policy is set before the first run: this process has a runtime already",
+        ));
+    }
+    let mut p = POLICY.lock().clone().unwrap_or_default();
+    let set = |field: &mut Duration, name: &str, v: Option<f64>| -> PyResult<()> {
+        if let Some(v) = v {
+            *field = seconds(name, v)?;
+        }
+        Ok(())
+    };
+    set(&mut p.standby_idle, "standby_idle_s", standby_idle_s)?;
+    set(&mut p.primed_for, "primed_for_s", primed_for_s)?;
+    set(&mut p.thread_idle, "thread_idle_s", thread_idle_s)?;
+    if let Some(w) = warm_every_s {
+        p.warm_every = (w > 0.0).then(|| seconds("warm_every_s", w)).transpose()?;
+    }
+    p.standby = standby.unwrap_or(p.standby);
+    p.primed = primed.unwrap_or(p.primed);
+    p.pin_caller = pin_caller.unwrap_or(p.pin_caller);
+    p.wake_on_caller_cpu = wake_on_caller_cpu.unwrap_or(p.wake_on_caller_cpu);
+    p.idle_threads = idle_threads.unwrap_or(p.idle_threads);
+    *POLICY.lock() = Some(p.clone());
+    policy_dict(py, &p)
+}
+
+/// The launch policy the package's runtimes are made with, as a dict.
+#[pyfunction]
+pub(crate) fn launch_policy(py: Python<'_>) -> PyResult<Bound<'_, pyo3::types::PyDict>> {
+    policy_dict(py, &POLICY.lock().clone().unwrap_or_default())
+}
+
+fn policy_dict<'py>(py: Python<'py>, p: &LaunchPolicy) -> PyResult<Bound<'py, pyo3::types::PyDict>> {
+    let d = pyo3::types::PyDict::new(py);
+    d.set_item("standby", p.standby)?;
+    d.set_item("primed", p.primed)?;
+    d.set_item("pin_caller", p.pin_caller)?;
+    d.set_item("wake_on_caller_cpu", p.wake_on_caller_cpu)?;
+    d.set_item("idle_threads", p.idle_threads)?;
+    d.set_item("standby_idle_s", p.standby_idle.as_secs_f64())?;
+    d.set_item("warm_every_s", p.warm_every.map(|w| w.as_secs_f64()))?;
+    d.set_item("primed_for_s", p.primed_for.as_secs_f64())?;
+    d.set_item("thread_idle_s", p.thread_idle.as_secs_f64())?;
+    Ok(d)
 }
 
 /// Checks an artifact folder; returns its protocol version (None: before the tool protocol).
@@ -101,15 +173,29 @@ impl wasi_python_runtime::Door for PyDoor {
 #[pyfunction]
 pub(crate) fn sweep_private_folders(py: Python<'_>, wait_s: f64) -> PyResult<usize> {
     let wait = crate::options::seconds("wait_s", wait_s)?;
-    Ok(py.detach(|| wasi_python_runtime::sweep_private_folders(wait)))
+    let runtimes: Vec<Runtime> = RUNTIMES.get().map(|m| m.lock().values().cloned().collect()).unwrap_or_default();
+    Ok(py.detach(|| {
+        // Their guests on standby hold private folders: ended first, they remove them.
+        for rt in &runtimes {
+            rt.retire();
+        }
+        wasi_python_runtime::sweep_private_folders(wait)
+    }))
+}
+
+/// What the launchers of this process's runtimes did for runs from the preload image
+/// file `image` (what `prepare_preload` returns), or for all: their sum.
+fn launch_stats(py: Python<'_>, image: Option<PathBuf>) -> Vec<wasi_python_runtime::LaunchStats> {
+    let runtimes: Vec<Runtime> = RUNTIMES.get().map(|m| m.lock().values().cloned().collect()).unwrap_or_default();
+    py.detach(|| runtimes.iter().map(|rt| rt.launch_stats(image.as_deref())).collect())
 }
 
 /// How many guests wait on standby in this process, for runs from the preload image
-/// file `image` (what `prepare_preload` returns), or for all (a diagnostic).
+/// file `image`, or for all (a diagnostic).
 #[pyfunction]
 #[pyo3(signature = (image=None))]
 pub(crate) fn guests_on_standby(py: Python<'_>, image: Option<PathBuf>) -> usize {
-    py.detach(|| wasi_python_runtime::guests_on_standby(image.as_deref()))
+    launch_stats(py, image).iter().map(|s| s.guests_on_standby).sum()
 }
 
 /// How often guests on standby were sent to warm up while they waited, for runs from
@@ -117,7 +203,15 @@ pub(crate) fn guests_on_standby(py: Python<'_>, image: Option<PathBuf>) -> usize
 #[pyfunction]
 #[pyo3(signature = (image=None))]
 pub(crate) fn standby_warmups(py: Python<'_>, image: Option<PathBuf>) -> usize {
-    py.detach(|| wasi_python_runtime::standby_warmups(image.as_deref()))
+    launch_stats(py, image).iter().map(|s| s.standby_warmups).sum()
+}
+
+/// How many runs guests on standby served, for runs from the preload image file
+/// `image`, or for all (a diagnostic: a test tells the path a run took by it).
+#[pyfunction]
+#[pyo3(signature = (image=None))]
+pub(crate) fn standby_runs(py: Python<'_>, image: Option<PathBuf>) -> usize {
+    launch_stats(py, image).iter().map(|s| s.standby_runs).sum()
 }
 
 /// How many runs primed instances served (runs back to back), for runs from the preload
@@ -125,14 +219,14 @@ pub(crate) fn standby_warmups(py: Python<'_>, image: Option<PathBuf>) -> usize {
 #[pyfunction]
 #[pyo3(signature = (image=None))]
 pub(crate) fn primed_runs(py: Python<'_>, image: Option<PathBuf>) -> usize {
-    py.detach(|| wasi_python_runtime::primed_runs(image.as_deref()))
+    launch_stats(py, image).iter().map(|s| s.primed_runs).sum()
 }
 
 /// How many compiled `-c` programs this process keeps for runs from preload images
 /// (a diagnostic).
 #[pyfunction]
 pub(crate) fn compiled_programs(py: Python<'_>) -> usize {
-    py.detach(wasi_python_runtime::compiled_programs)
+    launch_stats(py, None).iter().map(|s| s.compiled_programs).sum()
 }
 
 /// The modules a run preloads when `preload=` is not given, for these artifacts.

@@ -21,7 +21,7 @@
 //! crate: a few hundred entries, and the scan runs only when a new program is added.
 
 use std::collections::HashMap;
-use std::sync::{Arc, Weak};
+use std::sync::Arc;
 
 use parking_lot::Mutex;
 
@@ -63,16 +63,6 @@ struct Entry {
     used: u64,
 }
 
-/// Every image's [`Compiled`], for [`compiled_programs`].
-static ALL: Mutex<Vec<Weak<Compiled>>> = Mutex::new(Vec::new());
-
-/// How many compiled programs this process keeps, over every preload image. A diagnostic
-/// (tests, benchmarks).
-pub fn compiled_programs() -> usize {
-    let all: Vec<Arc<Compiled>> = ALL.lock().iter().filter_map(Weak::upgrade).collect();
-    all.iter().map(|c| c.entries.lock().map.len()).sum()
-}
-
 /// What a run's spec says of its program's code.
 #[derive(Debug)]
 pub(crate) enum Lookup {
@@ -106,11 +96,12 @@ impl Offer {
 
 impl Compiled {
     pub(crate) fn new() -> Arc<Compiled> {
-        let c = Arc::new(Compiled::default());
-        let mut all = ALL.lock();
-        all.retain(|w| w.strong_count() > 0);
-        all.push(Arc::downgrade(&c));
-        c
+        Arc::new(Compiled::default())
+    }
+
+    /// How many programs it keeps.
+    pub(crate) fn len(&self) -> usize {
+        self.entries.lock().map.len()
     }
 
     /// The code for `source`, or whether to ask the guest for it.

@@ -8,6 +8,7 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use parking_lot::Mutex;
 use wasmtime::{Config, Engine, InstancePre, Linker, Module};
 
+use crate::launch::Launcher;
 use crate::host::{self, HostState};
 use crate::notice::{NoticeKind, Notices};
 use crate::{Artifacts, Error, cached};
@@ -216,6 +217,7 @@ pub(crate) fn prepare(
     if pooled.is_none() {
         let _ = on_demand.set(prepare_engine(artifacts, cache_dir, flavour, None, cpu, notices)?);
     }
+    let compiled = crate::compiled::Compiled::new();
     Ok(Flavoured {
         pooled,
         on_demand,
@@ -227,8 +229,8 @@ pub(crate) fn prepare(
         notices: notices.clone(),
         live: Arc::new(AtomicUsize::new(0)),
         image: None,
-        standby: crate::standby::Ready::new(launcher, None),
-        compiled: crate::compiled::Compiled::new(),
+        standby: crate::standby::Ready::new(launcher, None, &compiled),
+        compiled,
     })
 }
 
@@ -307,6 +309,7 @@ impl Flavoured {
         if pooled.is_none() {
             let _ = on_demand.set(self.on_demand()?.with_image(image, pages)?);
         }
+        let compiled = crate::compiled::Compiled::new();
         Ok(Flavoured {
             pooled,
             on_demand,
@@ -318,8 +321,8 @@ impl Flavoured {
             notices: self.notices.clone(),
             live: self.live.clone(),
             image: Some((image.to_owned(), pages)),
-            standby: crate::standby::Ready::new(&self.standby.launcher, Some(image.to_owned())),
-            compiled: crate::compiled::Compiled::new(),
+            standby: crate::standby::Ready::new(&self.standby.launcher, Some(image.to_owned()), &compiled),
+            compiled,
         })
     }
 

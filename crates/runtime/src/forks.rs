@@ -15,7 +15,7 @@
     reason = "registers a pthread_atfork handler, which only increments an atomic"
 )]
 
-use std::sync::Once;
+use std::sync::{Arc, Once};
 use std::sync::atomic::{AtomicU64, Ordering};
 
 static GENERATION: AtomicU64 = AtomicU64::new(0);
@@ -57,7 +57,7 @@ impl Seen {
     }
 }
 
-/// A process-wide count of what this process's threads hold (runs in progress), which a
+/// A count of what this process's threads hold (runs in progress), which a
 /// forked child starts again from zero: the threads that held its parent's share are not
 /// in it. Its generation and its count share one word, so a change can never pair a
 /// count with the wrong generation.
@@ -100,19 +100,19 @@ fn split(word: u64) -> (u32, i32) {
 /// forked child, it changes nothing there.
 #[derive(Debug)]
 pub(crate) struct Counted {
-    count: &'static Count,
+    count: Arc<Count>,
     held: bool,
     generation: u64,
 }
 
 impl Counted {
-    pub(crate) fn more(count: &'static Count) -> Counted {
+    pub(crate) fn more(count: &Arc<Count>) -> Counted {
         Counted::at(count, generation())
     }
 
-    fn at(count: &'static Count, now: u64) -> Counted {
+    fn at(count: &Arc<Count>, now: u64) -> Counted {
         count.add_at(now, 1);
-        Counted { count, held: true, generation: now }
+        Counted { count: count.clone(), held: true, generation: now }
     }
 
     fn end_at(&mut self, now: u64) {
@@ -148,20 +148,20 @@ mod tests {
     // Against explicit generations, as above.
     #[test]
     fn a_forked_child_counts_only_what_its_own_threads_hold() {
-        static HELD: Count = Count::new();
-        let mut parents = Counted::at(&HELD, 0);
-        let mut busy = Counted::at(&HELD, 0);
-        assert_eq!(HELD.get_at(0), 2);
+        let held = Arc::new(Count::new());
+        let mut parents = Counted::at(&held, 0);
+        let mut busy = Counted::at(&held, 0);
+        assert_eq!(held.get_at(0), 2);
         // Forked: the child's own threads count from zero.
-        assert_eq!(HELD.get_at(1), 0, "the parent's threads are not in the child");
-        let mut childs = Counted::at(&HELD, 1);
-        assert_eq!(HELD.get_at(1), 1);
+        assert_eq!(held.get_at(1), 0, "the parent's threads are not in the child");
+        let mut childs = Counted::at(&held, 1);
+        assert_eq!(held.get_at(1), 1);
         busy.end_at(1); // held across the fork by the thread that forked, ended in the child
-        assert_eq!(HELD.get_at(1), 1, "a guard from before the fork changes nothing");
+        assert_eq!(held.get_at(1), 1, "a guard from before the fork changes nothing");
         childs.end_at(1);
-        assert_eq!(HELD.get_at(1), 0);
+        assert_eq!(held.get_at(1), 0);
         // The parent's other guard ends with its thread, which the child does not run.
         parents.end_at(1);
-        assert_eq!(HELD.get_at(1), 0);
+        assert_eq!(held.get_at(1), 0);
     }
 }

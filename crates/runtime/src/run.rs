@@ -38,9 +38,10 @@ impl Runtime {
         };
         // Where this caller waits: the run's thread is woken there, and, back to back,
         // leaves it once the result is out (wake.rs).
-        let cpu = crate::wake::back_to_back(crate::wake::this_cpu());
+        let launcher = self.launcher();
+        let cpu = launcher.back_to_back(crate::wake::this_cpu());
         self.start_with(config, Box::new(then), true, cpu)?;
-        Ok(RunHandle { rx: parking_lot::Mutex::new(rx), cancel, cpu })
+        Ok(RunHandle { rx: parking_lot::Mutex::new(rx), cancel, cpu, pin: launcher.policy.pin_caller })
     }
 
     /// Starts a run on its own guest thread and returns at once; `then` gets its end, on
@@ -67,13 +68,17 @@ impl Runtime {
         // From a session's snapshot, the program runs in the session's `__main__`, with its
         // variables (the guest package's `main`); from a preload image, in a fresh one.
         let in_main = matches!(origin, Origin::Snapshot(_));
+        let launcher = self.launcher();
+        let pull = pull && launcher.policy.wake_on_caller_cpu;
         let then: Arc<parking_lot::Mutex<Option<Then>>> = Arc::new(parking_lot::Mutex::new(Some(then)));
-        let reporter = Reporter { then: then.clone(), _active: standby::Active::new() };
+        let reporter = Reporter { then: then.clone(), _active: standby::Active::new(launcher) };
         let done: Done = Box::new(move |result| reporter.report(result));
-        let report = ReportTo { done, cpu: away };
+        let report = ReportTo { done, cpu: away, launcher: launcher.clone() };
         // A run that could take a guest on standby leaves one behind on its thread, once
-        // its result is out and its instance dropped: the next run's, made off its path.
-        let standby = (standby::enabled() && takes_standby(&config, &origin))
+        // its result is out and its instance dropped: the next run's, made off its path
+        // (or, back to back, a primed instance).
+        let policy = &launcher.policy;
+        let standby = ((policy.standby || policy.primed) && takes_standby(&config, &origin))
             .then(|| Standby { flavoured: flavoured.clone(), clock, memory_bytes: config.limits.memory_bytes });
         let mut go = None;
         let (config, report) = match &standby {
@@ -96,7 +101,7 @@ impl Runtime {
         // A run from a snapshot asks for its spec with its first door call (`GO_TURN`).
         let go = preloaded.then(|| go.unwrap_or_else(|| go_spec(&config, compiled.as_ref(), in_main)));
         let artifacts = self.artifacts().clone();
-        crate::threads::run_on_guest_thread(
+        launcher.run_on_guest_thread(
             move || {
                 let caller = report.cpu;
                 run_on_this_thread(&flavoured, &artifacts, config, grants, go, clock, report);
@@ -164,10 +169,11 @@ impl Standby {
     fn serve(&self, artifacts: &Artifacts, mut caller: Option<usize>) {
         let ready = &self.flavoured.standby;
         loop {
-            let next = if standby::runs_idle() && ready.claim_making() {
+            let runs_idle = ready.launcher.runs_idle();
+            let next = if runs_idle && ready.claim_making() {
                 crate::wake::move_to(caller);
                 standby_on_this_thread(&self.flavoured, artifacts, self.clock, self.memory_bytes)
-            } else if caller.is_some() && !standby::runs_idle() && ready.claim_priming() {
+            } else if caller.is_some() && !runs_idle && ready.claim_priming() {
                 primed_on_this_thread(&self.flavoured, artifacts, self.clock, self.memory_bytes)
             } else {
                 return;
@@ -295,7 +301,7 @@ fn end_made_ahead(mut guest: Guest, slot: crate::engine::Slot, ending: crate::gu
 
 /// A primed instance: a store and an instance made (its memory from the image, its
 /// `_initialize` run), nothing of the guest entered, waiting up to
-/// [`standby::PRIMED_FOR`] for a run; then that run's `go` turn, as a fresh run's. `Some`
+/// the launch policy's `primed_for` for a run; then that run's `go` turn, as a fresh run's. `Some`
 /// if a run took it, with the CPU its caller waited on (if it did).
 fn primed_on_this_thread(
     flavoured: &Flavoured,
@@ -340,6 +346,8 @@ pub struct RunHandle {
     /// Back to back: the CPU the run's thread was woken on, where the caller waits
     /// (wake.rs, `Pinned`).
     cpu: Option<usize>,
+    /// Whether the caller's thread waits pinned there: the launch policy's `pin_caller`.
+    pin: bool,
 }
 
 impl RunHandle {
@@ -349,12 +357,12 @@ impl RunHandle {
     }
     /// Waits for the end.
     pub fn wait(self) -> Result<Completed, Error> {
-        let _pinned = Pinned::to(self.cpu);
+        let _pinned = Pinned::to(self.cpu, self.pin);
         self.rx.into_inner().recv().unwrap_or_else(|_| Err(Error::Internal("the guest thread died".into())))
     }
     /// Waits up to `timeout`; `None` if the run goes on.
     pub fn wait_timeout(&self, timeout: Duration) -> Option<Result<Completed, Error>> {
-        let _pinned = Pinned::to(self.cpu);
+        let _pinned = Pinned::to(self.cpu, self.pin);
         match self.rx.lock().recv_timeout(timeout) {
             Ok(r) => Some(r),
             Err(std::sync::mpsc::RecvTimeoutError::Timeout) => None,

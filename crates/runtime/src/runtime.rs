@@ -6,6 +6,7 @@ use std::sync::Arc;
 
 use crate::engine::{self, Flavour, Flavoured, Flavours};
 use crate::fork::Origin;
+use crate::launch::{LaunchPolicy, LaunchStats, Launcher};
 use crate::notice::{Notice, Notices};
 use crate::snapshot::Snapshots;
 use crate::{Artifacts, Error, RunConfig};
@@ -32,6 +33,14 @@ struct Inner {
     preopen_statics: std::sync::OnceLock<Result<Statics, String>>,
 }
 
+impl Drop for Inner {
+    /// The runtime is gone: its guests on standby and primed instances end, and none is
+    /// made again.
+    fn drop(&mut self) {
+        self.flavours.launcher().retire();
+    }
+}
+
 fn own_files(artifacts: &Artifacts, cache_dir: &Path) -> Vec<PathBuf> {
     [artifacts.dir(), cache_dir]
         .into_iter()
@@ -48,6 +57,7 @@ pub struct RuntimeBuilder {
     cache_dir: Option<PathBuf>,
     pooling: Option<bool>,
     notices: Option<Notices>,
+    launch: Option<LaunchPolicy>,
 }
 
 impl RuntimeBuilder {
@@ -74,12 +84,21 @@ impl RuntimeBuilder {
         self
     }
 
+    /// How the runtime schedules its runs: guests on standby, primed instances, idle
+    /// threads, where threads wake (default: [`LaunchPolicy::default`], which reads the
+    /// environment). Two runtimes share none of it.
+    pub fn launch_policy(mut self, policy: LaunchPolicy) -> Self {
+        self.launch = Some(policy);
+        self
+    }
+
     pub fn build(self) -> Runtime {
         Runtime::make(
             self.artifacts,
             self.cache_dir.unwrap_or_else(engine::default_cache_dir),
             self.pooling.unwrap_or_else(engine::pooling_from_env),
             self.notices.unwrap_or_default(),
+            self.launch.unwrap_or_default(),
         )
     }
 }
@@ -93,7 +112,7 @@ impl Runtime {
 
     /// Sets up a runtime over `artifacts` other than by the defaults.
     pub fn builder(artifacts: Artifacts) -> RuntimeBuilder {
-        RuntimeBuilder { artifacts, cache_dir: None, pooling: None, notices: None }
+        RuntimeBuilder { artifacts, cache_dir: None, pooling: None, notices: None, launch: None }
     }
 
     /// `Runtime::builder(artifacts).cache_dir(cache_dir).build()`.
@@ -101,14 +120,14 @@ impl Runtime {
         Self::builder(artifacts).cache_dir(cache_dir).build()
     }
 
-    fn make(artifacts: Artifacts, cache_dir: PathBuf, pooling: bool, notices: Notices) -> Self {
+    fn make(artifacts: Artifacts, cache_dir: PathBuf, pooling: bool, notices: Notices, policy: LaunchPolicy) -> Self {
         // From now on forks are counted, so that a forked child forgets its parent's
         // guests, threads and folders (forks.rs).
         crate::forks::generation();
         Runtime {
             inner: Arc::new(Inner {
                 own_files: own_files(&artifacts, &cache_dir),
-                flavours: Flavours::new(artifacts, cache_dir, pooling, notices),
+                flavours: Flavours::new(artifacts, cache_dir, pooling, notices, Launcher::new(policy)),
                 snapshots: Snapshots::default(),
                 preopen_statics: std::sync::OnceLock::new(),
             }),
@@ -125,11 +144,35 @@ impl Runtime {
             return self;
         }
         let f = &self.inner.flavours;
-        Self::make(f.artifacts().clone(), f.cache_dir().to_owned(), pooling, f.notices().clone())
+        Self::make(f.artifacts().clone(), f.cache_dir().to_owned(), pooling, f.notices().clone(), f.launcher().policy.clone())
     }
 
     pub fn artifacts(&self) -> &Artifacts {
         self.inner.flavours.artifacts()
+    }
+
+    /// How this runtime schedules its runs.
+    pub fn launch_policy(&self) -> &LaunchPolicy {
+        &self.launcher().policy
+    }
+
+    /// What this runtime's launcher did for runs from the preload image file `image` (as
+    /// [`Runtime::prepare_preload`] names it), or for all with `None`: a diagnostic
+    /// (tests, benchmarks).
+    pub fn launch_stats(&self, image: Option<&Path>) -> LaunchStats {
+        self.launcher().stats(image)
+    }
+
+    /// Ends this runtime's guests on standby and primed instances, and makes no more (for
+    /// a process about to exit, before [`crate::sweep_private_folders`]: they hold private
+    /// folders). Runs still start, fresh. Dropping the last clone does the same.
+    pub fn retire(&self) {
+        self.launcher().retire();
+    }
+
+    /// The runtime's scheduling state (launch.rs).
+    pub(crate) fn launcher(&self) -> &Arc<Launcher> {
+        self.inner.flavours.launcher()
     }
 
     /// The CPU level this runtime's compiled code is for ([`engine::CpuLevel::from_env`]).

@@ -129,6 +129,8 @@ pub struct Session {
     calls_out: bool,
     /// The session thread, woken on the caller's CPU when it sleeps (wake.rs).
     thread: Arc<crate::wake::Pullable>,
+    /// The launch policy's `turn_spin`.
+    turn_spin: Duration,
     ended: Arc<Mutex<Option<SessionEnd>>>,
     /// The fork generation it opened in (forks.rs): in a forked child its thread does
     /// not exist, and the session is closed there.
@@ -142,36 +144,31 @@ pub struct TurnHandle {
     busy: Arc<AtomicBool>,
     /// Whether a wait has spun already: only the first one does.
     spun: AtomicBool,
+    /// How long the first wait spins before it sleeps (the launch policy's `turn_spin`).
+    spin: Duration,
     /// Whether its spin yields: unless the session thread was running when the turn
     /// was sent, it was woken, maybe onto this thread's CPU ([`crate::wait`]).
     yielding: bool,
 }
 
-/// How long a wait for a turn spins before it sleeps.
-const TURN_SPIN: Duration = Duration::from_micros(300);
-/// How long the session thread spins for the next command after one before it sleeps.
-const NEXT_TURN_SPIN: Duration = Duration::from_micros(100);
 /// The session thread waits for a command without spinning (or works).
 const ASLEEP: u8 = 0;
 /// It spins for the next command on a CPU of its own.
 const ALONE: u8 = 1;
 /// It spins on the CPU of the last turn's caller.
 const BESIDE: u8 = 2;
-/// A command that comes within this of the last turn's answer comes back to back: the
-/// session thread spins for the next one.
-const BACK_TO_BACK: Duration = Duration::from_millis(1);
 
 impl TurnHandle {
     pub fn wait(self) -> Result<Completed, SessionError> {
         let rx = self.rx.lock();
-        let r = crate::wait::try_recv_spinning(&rx, TURN_SPIN, self.yielding).or_else(|_| rx.recv());
+        let r = crate::wait::try_recv_spinning(&rx, self.spin, self.yielding).or_else(|_| rx.recv());
         r.unwrap_or(Err(SessionError::Ended(SessionEnd::Closed)))
     }
     pub fn wait_timeout(&self, timeout: Duration) -> Option<Result<Completed, SessionError>> {
         let rx = self.rx.lock();
         // Most turns answer within a few hundred microseconds: catch those without a
         // sleep and wake-up.
-        let spin = if self.spun.swap(true, Ordering::Relaxed) { Duration::ZERO } else { TURN_SPIN.min(timeout) };
+        let spin = if self.spun.swap(true, Ordering::Relaxed) { Duration::ZERO } else { self.spin.min(timeout) };
         let r = match crate::wait::try_recv_spinning(&rx, spin, self.yielding).or_else(|_| rx.recv_timeout(timeout)) {
             Ok(r) => Some(r),
             Err(RecvTimeoutError::Timeout) => None,
@@ -219,6 +216,8 @@ impl Runtime {
         let listening2 = listening.clone();
         let thread = Arc::new(crate::wake::Pullable::default());
         let thread2 = thread.clone();
+        let policy = self.launcher().policy.clone();
+        let turn_spin = policy.turn_spin;
         std::thread::Builder::new()
             .name("wasi-python-session".into())
             .stack_size(GUEST_THREAD_STACK)
@@ -234,7 +233,7 @@ impl Runtime {
                         return;
                     }
                 };
-                let end = live.serve(&rx, &limits, &ended2, &listening2, &thread2);
+                let end = live.serve(&rx, &limits, &ended2, &listening2, &thread2, &policy);
                 ended2.lock().get_or_insert(end);
                 // The guest's open mount files reach their providers (Live's drop) before
                 // the channel closes: a `close()` waiting on it returns after them.
@@ -251,6 +250,7 @@ impl Runtime {
             listening,
             calls_out,
             thread,
+            turn_spin,
             ended,
             born: crate::forks::generation(),
         })
@@ -283,7 +283,7 @@ impl Session {
             Refused::Busy => SessionError::Busy,
             Refused::Ended(end) => SessionError::Ended(end),
         })?;
-        Ok(TurnHandle { rx: Mutex::new(rrx), busy: self.busy.clone(), spun: AtomicBool::new(false), yielding })
+        Ok(TurnHandle { rx: Mutex::new(rrx), busy: self.busy.clone(), spun: AtomicBool::new(false), spin: self.turn_spin, yielding })
     }
 
     /// Claims the session (one command at a time) and sends the command `make` builds
@@ -530,6 +530,7 @@ impl Live {
         ended: &Mutex<Option<SessionEnd>>,
         listening: &AtomicU8,
         thread: &crate::wake::Pullable,
+        policy: &crate::LaunchPolicy,
     ) -> SessionEnd {
         let mut answered = Instant::now();
         let mut spin_for_next = true;
@@ -554,7 +555,7 @@ impl Live {
                 // yields to it, and its spin to this one.
                 let beside = thread.beside_sender();
                 listening.store(if beside { BESIDE } else { ALONE }, Ordering::Release);
-                let r = crate::wait::try_recv_spinning(rx, NEXT_TURN_SPIN, beside);
+                let r = crate::wait::try_recv_spinning(rx, policy.next_turn_spin, beside);
                 listening.store(ASLEEP, Ordering::Release);
                 r
             });
@@ -564,7 +565,9 @@ impl Live {
                 Some(Err(std::sync::mpsc::TryRecvError::Empty)) | None => rx.recv_timeout(wait),
             };
             thread.woken();
-            spin_for_next = answered.elapsed() < BACK_TO_BACK;
+            // A command within the policy's `back_to_back` of the last answer comes back to
+            // back: the thread spins for the next one.
+            spin_for_next = answered.elapsed() < policy.back_to_back;
             match next {
                 Ok(Cmd::Turn(mut turn, reply)) => {
                     if let Some(life) = limits.lifetime {

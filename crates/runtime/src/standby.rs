@@ -17,21 +17,23 @@
 //! path (under a steady load of runs, none is made): the first eligible run of an image
 //! makes the first, and the thread of a guest that served a run makes the next. It costs what an
 //! idle instance costs (a pool slot, the pages its preparation wrote, and a thread)
-//! and ends after [`IDLE_FOR`] without a run, or at exit ([`retire_all`]).
+//! and ends after the launch policy's `standby_idle` without a run, or when the runtime
+//! retires (`Launcher::retire`: dropped, or the process exiting).
 //!
-//! While it waits, the guest runs its warm-up again every [`WARM_EVERY`] (the door call
+//! While it waits, the guest runs its warm-up again every `warm_every` (the door call
 //! answers [`WARM_ANSWER`], and the guest asks again after it): after a pause, a run
 //! otherwise found the machine's caches cold, every step of it two to three times slower.
 //! A run 100 ms or 1 s after the last took 750-890 µs at `run()`, and 430-550 µs with the
 //! warm-ups (docs/dev/perf-log/). Each costs about 0.25 ms of CPU: 1.2 % of a
-//! core while a guest waits, which it does for at most [`IDLE_FOR`] after the last run.
-//! Only the guest of the image made last warms up ([`LATEST`]): one per process.
+//! core while a guest waits, which it does for at most `standby_idle` after the last run.
+//! Only the guest of the image made last warms up (the launcher's `latest`): one per
+//! runtime.
 //!
 //! Runs back to back get no guest on standby (each starts while the last one's thread is
 //! still finishing), so there a thread that finished a run back to back, while the next
 //! run is in progress, primes an instance instead: its store and instance made (what a
 //! fresh run does before it enters the guest), waiting in Rust, not in the guest, for
-//! [`PRIMED_FOR`] on a second list ([`Ready::wait_primed`]; at most one per image). A run
+//! the policy's `primed_for` on a second list ([`Ready::wait_primed`]; at most one per image). A run
 //! offered to neither list's guest starts fresh. Taken, it gets the job as a guest on
 //! standby does ([`take_job`]) and starts the guest with the fresh run's `go` turn: the
 //! same guest work as a fresh run, minus the 26 us of making on the run's path (runs of
@@ -46,7 +48,7 @@
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
-use std::time::{Duration, Instant};
+use std::time::Instant;
 
 use parking_lot::Mutex;
 
@@ -55,6 +57,7 @@ use crate::files::FileState;
 use crate::host::{GuestLimits, HostState};
 use crate::output::{CappedPipe, InputPipe};
 use crate::stop::{Ticker, TickerGuard};
+use crate::launch::{LaunchStats, Launcher};
 use crate::threads::{Finishing, Waiters};
 use crate::{CallContext, Completed, Error, RunConfig, ToolDoor};
 
@@ -64,73 +67,20 @@ pub(crate) const STANDBY_FRAME: &[u8] = b"\0wasi-python standby";
 /// answers by calling `serve()` without compiling anything (as `GO_TURN`, run.rs); the
 /// expression does the same should it not be installed.
 pub(crate) const SERVE: &str = "__import__('_wasi_python_boot').serve()";
-/// How long a guest waits for a run before it ends.
-pub(crate) const IDLE_FOR: Duration = Duration::from_secs(30);
-/// How often a waiting guest warms its caches again (above).
-pub(crate) const WARM_EVERY: Duration = Duration::from_millis(20);
-/// The image whose guest on standby warms up: the one made last, which is the image a
-/// run used last (the address of its [`Ready`]). Guests of other images wait unwarmed,
-/// so a process with many images spends the warm-ups' CPU on one.
-static LATEST: AtomicUsize = AtomicUsize::new(0);
 /// The answer to [`STANDBY_FRAME`] that asks the guest to warm up and ask again.
 pub(crate) const WARM_ANSWER: &[u8] = b"\0wasi-python warm";
 
-/// The environment variable that turns guests on standby off: `WASI_PYTHON_STANDBY=0`
-/// (read once per process).
-pub const STANDBY_ENV: &str = "WASI_PYTHON_STANDBY";
-
-/// Whether runs use guests on standby: yes, unless [`STANDBY_ENV`] is `0`.
-pub(crate) fn enabled() -> bool {
-    static ON: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
-    *ON.get_or_init(|| std::env::var_os(STANDBY_ENV).is_none_or(|v| v != "0"))
-}
-
-/// How many guests wait on standby in this process: for runs from the preload image
-/// file `image` (as [`crate::Runtime::prepare_preload`] names it), or for every image
-/// and runtime with `None`. A diagnostic (tests, benchmarks).
-pub fn guests_on_standby(image: Option<&Path>) -> usize {
-    of_images(image, |r| r.waiting.len())
-}
-
-/// How often guests on standby in this process were sent to warm up while they waited,
-/// for runs from the preload image file `image`, or for every image with `None`. A
-/// diagnostic (tests, benchmarks).
-pub fn standby_warmups(image: Option<&Path>) -> usize {
-    of_images(image, |r| r.warmups.load(Ordering::SeqCst))
-}
-
-/// How many runs a primed instance served in this process (runs back to back: see
-/// [`PRIMED_FOR`]), for runs from the preload image file `image`, or for every image with
-/// `None`. A diagnostic (tests, benchmarks).
-pub fn primed_runs(image: Option<&Path>) -> usize {
-    of_images(image, |r| r.primed_runs.load(Ordering::SeqCst))
-}
-
-/// The sum of `count` over the [`Ready`] lists of `image` (all with `None`).
-fn of_images(image: Option<&Path>, count: impl Fn(&Ready) -> usize) -> usize {
-    let lists: Vec<Arc<Ready>> = ALL.lock().iter().filter_map(std::sync::Weak::upgrade).collect();
-    lists.iter().filter(|r| image.is_none_or(|i| r.image.as_deref() == Some(i))).map(|r| count(r)).sum()
-}
-
-/// Fresh runs of this process between their start and their result.
-static ACTIVE: crate::forks::Count = crate::forks::Count::new();
-
 /// Held by a fresh run from its start until its result is handed over (or it fails):
-/// while any is, no guest is made on standby, since its making would take a core from
-/// the runs (measured: 16 concurrent runs, 8-10 % fewer runs/s).
+/// while any is, no guest is made on standby ([`Launcher::runs_idle`]), since its making
+/// would take a core from the runs (16 concurrent runs: 8-10 % fewer runs/s).
 pub(crate) struct Active {
     _counted: crate::forks::Counted,
 }
 
 impl Active {
-    pub(crate) fn new() -> Active {
-        Active { _counted: crate::forks::Counted::more(&ACTIVE) }
+    pub(crate) fn new(launcher: &Launcher) -> Active {
+        Active { _counted: crate::forks::Counted::more(&launcher.active) }
     }
-}
-
-/// Whether no fresh run is in progress: the time to make a guest on standby.
-pub(crate) fn runs_idle() -> bool {
-    ACTIVE.get() <= 0
 }
 
 /// What a run hands a guest on standby: its config (from which the guest takes its
@@ -153,14 +103,16 @@ pub(crate) type Done = Box<dyn FnOnce(Result<Completed, Error>) + Send>;
 pub(crate) struct ReportTo {
     pub(crate) done: Done,
     pub(crate) cpu: Option<usize>,
+    /// The runtime's launcher, which learns of the result (launch.rs).
+    pub(crate) launcher: Arc<Launcher>,
 }
 
 impl ReportTo {
     /// Reports `result`; the guard is held for the work that follows (threads.rs).
     pub(crate) fn report(self, result: Result<Completed, Error>) -> Finishing {
-        crate::wake::reported();
+        self.launcher.reported();
         (self.done)(result);
-        Finishing::new(self.cpu)
+        Finishing::new(&self.launcher, self.cpu)
     }
 }
 
@@ -175,46 +127,65 @@ pub(crate) struct Taken {
 /// when it began to wait (a run takes one only if its memory limit holds that).
 #[derive(Debug)]
 pub(crate) struct Ready {
+    /// The runtime's launcher: its policy, and the count of runs in progress.
+    pub(crate) launcher: Arc<Launcher>,
     /// The preload image its guests start from (None: the artifact's own memory).
     image: Option<PathBuf>,
     waiting: Waiters<Box<Job>, u64>,
     /// A guest is being made (at most one per image).
     making: AtomicBool,
     /// Primed instances (made, not entered) waiting for a run, by memory size as above:
-    /// between runs back to back, where no guest on standby is made ([`PRIMED_FOR`]).
+    /// between runs back to back, where no guest on standby is made.
     primed: Waiters<Box<Job>, u64>,
     /// An instance is being primed or waits primed (at most one per image).
     priming: AtomicBool,
-    /// How many runs primed instances served ([`primed_runs`]).
+    /// How many runs guests on standby and primed instances served.
+    standby_runs: AtomicUsize,
     primed_runs: AtomicUsize,
     /// A guest failed before it could wait: none is made again.
     broken: AtomicBool,
     /// In a forked child, a guest the parent was making is not being made (forks.rs).
     seen: crate::forks::Seen,
-    /// How often its guests were sent to warm up ([`standby_warmups`]).
+    /// How often its guests were sent to warm up.
     warmups: AtomicUsize,
 }
 
-/// Every [`Ready`] list of the process, for [`retire_all`].
-static ALL: Mutex<Vec<std::sync::Weak<Ready>>> = Mutex::new(Vec::new());
-
 impl Ready {
-    pub(crate) fn new(image: Option<PathBuf>) -> Arc<Ready> {
+    pub(crate) fn new(launcher: &Arc<Launcher>, image: Option<PathBuf>, compiled: &Arc<crate::compiled::Compiled>) -> Arc<Ready> {
         let r = Arc::new(Ready {
+            launcher: launcher.clone(),
             image,
             waiting: Waiters::new(),
             making: AtomicBool::new(false),
             primed: Waiters::new(),
             priming: AtomicBool::new(false),
+            standby_runs: AtomicUsize::new(0),
             primed_runs: AtomicUsize::new(0),
             broken: AtomicBool::new(false),
             warmups: AtomicUsize::new(0),
             seen: crate::forks::Seen::new(),
         });
-        let mut all = ALL.lock();
-        all.retain(|w| w.strong_count() > 0);
-        all.push(Arc::downgrade(&r));
+        launcher.register(&r, compiled);
         r
+    }
+
+    /// The preload image its guests start from.
+    pub(crate) fn image(&self) -> Option<&Path> {
+        self.image.as_deref()
+    }
+
+    /// Adds its counts to `stats`.
+    pub(crate) fn add_stats(&self, stats: &mut LaunchStats) {
+        stats.guests_on_standby += self.waiting.len();
+        stats.standby_warmups += self.warmups.load(Ordering::SeqCst);
+        stats.standby_runs += self.standby_runs.load(Ordering::SeqCst);
+        stats.primed_runs += self.primed_runs.load(Ordering::SeqCst);
+    }
+
+    /// Ends every wait of a guest on standby and of a primed instance.
+    pub(crate) fn clear(&self) {
+        self.waiting.clear();
+        self.primed.clear();
     }
 
     /// Hands `job` to a guest on standby whose memory its memory limit holds, else to a
@@ -239,13 +210,16 @@ impl Ready {
     /// guests are no longer made.
     pub(crate) fn claim_priming(&self) -> bool {
         self.forget_the_parents();
-        !self.broken.load(Ordering::Relaxed) && !RETIRED.load(Ordering::SeqCst) && !self.priming.swap(true, Ordering::SeqCst)
+        self.launcher.policy.primed
+            && !self.broken.load(Ordering::Relaxed)
+            && !self.launcher.retired.load(Ordering::SeqCst)
+            && !self.priming.swap(true, Ordering::SeqCst)
     }
 
-    /// Waits up to [`PRIMED_FOR`] for a job, as the instance claimed by
+    /// Waits up to the policy's `primed_for` for a job, as the instance claimed by
     /// [`Ready::claim_priming`] (whose claim ends here), with `memory_now` bytes of memory.
     pub(crate) fn wait_primed(&self, memory_now: u64) -> Option<Box<Job>> {
-        let job = self.primed.wait(memory_now, 1, PRIMED_FOR, || {});
+        let job = self.primed.wait(memory_now, 1, self.launcher.policy.primed_for, || {});
         self.unprime();
         if job.is_some() {
             self.primed_runs.fetch_add(1, Ordering::SeqCst);
@@ -262,8 +236,9 @@ impl Ready {
     /// the last one failed.
     pub(crate) fn claim_making(&self) -> bool {
         self.forget_the_parents();
-        !self.broken.load(Ordering::Relaxed)
-            && !RETIRED.load(Ordering::SeqCst)
+        self.launcher.policy.standby
+            && !self.broken.load(Ordering::Relaxed)
+            && !self.launcher.retired.load(Ordering::SeqCst)
             && self.waiting.len() == 0
             && !self.making.swap(true, Ordering::SeqCst)
     }
@@ -293,24 +268,6 @@ impl Ready {
     }
 }
 
-/// Set at exit: no guest is made on standby from then on.
-static RETIRED: AtomicBool = AtomicBool::new(false);
-
-/// Ends every waiting guest, and makes no more (at exit: their private folders are
-/// then removed).
-pub(crate) fn retire_all() {
-    RETIRED.store(true, Ordering::SeqCst);
-    let lists: Vec<Arc<Ready>> = ALL.lock().iter().filter_map(std::sync::Weak::upgrade).collect();
-    for r in lists {
-        r.waiting.clear();
-        r.primed.clear();
-    }
-}
-
-/// How long a primed instance waits for a run: runs back to back come within a
-/// millisecond; after a pause, a guest on standby serves.
-pub(crate) const PRIMED_FOR: Duration = Duration::from_millis(100);
-
 /// What a guest on standby keeps in its store until its run arrives.
 pub(crate) struct Waiting {
     pub(crate) ready: Arc<Ready>,
@@ -319,13 +276,13 @@ pub(crate) struct Waiting {
     pub(crate) stderr: CappedPipe,
     /// Where the door call leaves the job's rest for the guest thread.
     pub(crate) taken: Arc<Mutex<Option<Taken>>>,
-    /// When it was made: it ends [`IDLE_FOR`] later without a run.
+    /// When it was made: it ends the policy's `standby_idle` later without a run.
     since: Instant,
 }
 
 impl Waiting {
     /// A guest on standby being made for `ready`'s image, which becomes the one that
-    /// warms up ([`LATEST`]): a run of that image was the last to end.
+    /// warms up (the launcher's `latest`): a run of that image was the last to end.
     pub(crate) fn new(
         ready: Arc<Ready>,
         stdin: InputPipe,
@@ -333,7 +290,7 @@ impl Waiting {
         stderr: CappedPipe,
         taken: Arc<Mutex<Option<Taken>>>,
     ) -> Waiting {
-        LATEST.store(Arc::as_ptr(&ready).addr(), Ordering::SeqCst);
+        ready.launcher.latest.store(Arc::as_ptr(&ready).addr(), Ordering::SeqCst);
         Waiting { ready, stdin, stdout, stderr, taken, since: Instant::now() }
     }
 }
@@ -355,18 +312,19 @@ pub(crate) fn wait_for_run(
         return Err(wasmtime::format_err!("a guest on standby sent another frame first"));
     }
     let (ready, since) = (waiting.ready.clone(), waiting.since);
-    let latest = || LATEST.load(Ordering::SeqCst) == Arc::as_ptr(&ready).addr();
+    let (launcher, policy) = (&ready.launcher, &ready.launcher.policy);
+    let warm_every = || policy.warm_every.filter(|_| launcher.latest.load(Ordering::SeqCst) == Arc::as_ptr(&ready).addr());
     let job = loop {
-        let left = IDLE_FOR.saturating_sub(since.elapsed());
-        let job = ready.waiting.wait(memory_now, usize::MAX, if latest() { WARM_EVERY.min(left) } else { left }, || {});
+        let left = policy.standby_idle.saturating_sub(since.elapsed());
+        let job = ready.waiting.wait(memory_now, usize::MAX, warm_every().map_or(left, |w| w.min(left)), || {});
         // Taken, retired (the wait ended early) or idle for long enough: done waiting.
-        if job.is_some() || RETIRED.load(Ordering::SeqCst) || since.elapsed() >= IDLE_FOR {
+        if job.is_some() || launcher.retired.load(Ordering::SeqCst) || since.elapsed() >= policy.standby_idle {
             break job;
         }
         // No run yet: warm up and wait again, if still the image used last. The making
         // stays claimed meanwhile, so no second guest is made for this image while this
         // one is off the list.
-        if latest() {
+        if warm_every().is_some() {
             ready.warmups.fetch_add(1, Ordering::SeqCst);
             state.standby = Some(waiting);
             return Ok(None);
@@ -376,6 +334,7 @@ pub(crate) fn wait_for_run(
     let Some(job) = job else {
         return Err(wasmtime::format_err!("no run came for the guest on standby, or it was retired"));
     };
+    ready.standby_runs.fetch_add(1, Ordering::SeqCst);
     let (spec, taken) = take_job(state, &waiting.stdin, &waiting.stdout, &waiting.stderr, job);
     *waiting.taken.lock() = Some(taken);
     Ok(Some((spec, Ticker::global().activate(engine)?)))
@@ -415,7 +374,7 @@ mod tests {
     // the other tests' lists in this binary forget their entries.
     #[test]
     fn a_forked_child_forgets_both_claims_its_parent_held() {
-        let ready = Ready::new(None);
+        let ready = Ready::new(&Launcher::new(crate::LaunchPolicy::default()), None, &crate::compiled::Compiled::new());
         ready.forget_the_parents_at(7);
         // The parent was making a guest on standby and priming an instance when it forked.
         ready.making.store(true, Ordering::SeqCst);

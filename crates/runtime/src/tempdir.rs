@@ -257,8 +257,8 @@ impl Drop for TempDir {
 pub fn sweep_private_folders(wait: Duration) -> usize {
     forget_the_parents();
     EXITING.store(true, Ordering::SeqCst);
-    // Guests on standby hold folders too: ended now, they remove them at once.
-    crate::standby::retire_all();
+    // Guests on standby hold folders too: their runtimes end them first
+    // (`Runtime::retire`), and they remove them at once.
     let spare = std::mem::take(&mut *SPARE.lock());
     for s in &spare {
         let _ = remove_tree(&s.root);

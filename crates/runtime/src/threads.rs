@@ -7,71 +7,75 @@
 //! next run instead; the most recently used one goes first, as its stack is warm. Guests on
 //! standby (standby.rs) wait on the same kind of list ([`Waiters`]).
 
-use std::sync::mpsc;
 use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, mpsc};
 use std::time::Duration;
 
 use parking_lot::{Condvar, Mutex};
 
 use crate::engine::GUEST_THREAD_STACK;
-use crate::forks::{Count, Counted, Seen};
+use crate::forks::{Counted, Seen};
+use crate::launch::Launcher;
 use crate::wake::{Away, Change, Sleeper};
 
-type Job = Box<dyn FnOnce() + Send>;
+/// A run's work, handed to a guest thread.
+pub(crate) type Job = Box<dyn FnOnce() + Send>;
 
-/// Threads kept waiting at most; more finish when their run does.
-const MAX_IDLE: usize = 16;
-/// How long an idle thread waits for a run before it ends.
-const IDLE_FOR: Duration = Duration::from_secs(30);
+impl Launcher {
+    /// Runs `job` on one of this launcher's waiting guest threads, or on a new one.
+    /// `pull`: the caller waits next (wake.rs); then, should no thread wait, one finishing
+    /// its last run takes the job if it is done within [`LaunchPolicy::finish_wait`].
+    ///
+    /// [`LaunchPolicy::finish_wait`]: crate::LaunchPolicy::finish_wait
+    pub(crate) fn run_on_guest_thread(self: &Arc<Self>, job: impl FnOnce() + Send + 'static, pull: bool) -> std::io::Result<()> {
+        let pull = pull && self.policy.wake_on_caller_cpu;
+        let Err(mut job) = self.idle.offer(Box::new(job), |_| true, pull) else {
+            return Ok(());
+        };
+        let finishing = || self.finishing.get() > 0;
+        if pull && finishing() {
+            match self.idle.offer_within(job, pull, self.policy.finish_wait, finishing) {
+                Ok(()) => return Ok(()),
+                Err(back) => job = back,
+            }
+        }
+        let launcher = self.clone();
+        std::thread::Builder::new()
+            .name("wasi-python-guest".into())
+            .stack_size(GUEST_THREAD_STACK)
+            .spawn(move || launcher.serve(job))
+            .map(|_| ())
+    }
 
-/// Waiting threads, with the channel that hands each its next run.
-static IDLE: Waiters<Job, ()> = Waiters::new();
-
-/// Runs `job` on a waiting guest thread, or on a new one. `pull`: the caller waits next
-/// (wake.rs); then, should no thread wait, one finishing its last run takes the job if it
-/// is done within [`FINISH_WAIT`].
-pub(crate) fn run_on_guest_thread(job: impl FnOnce() + Send + 'static, pull: bool) -> std::io::Result<()> {
-    let Err(mut job) = IDLE.offer(Box::new(job), |_| true, pull) else {
-        return Ok(());
-    };
-    let finishing = || FINISHING.get() > 0;
-    if pull && finishing() {
-        match IDLE.offer_within(job, pull, FINISH_WAIT, finishing) {
-            Ok(()) => return Ok(()),
-            Err(back) => job = back,
+    /// A guest thread's life: `first`, then the jobs it is handed while it waits idle.
+    fn serve(&self, first: Job) {
+        let mut job = first;
+        loop {
+            job();
+            match self.idle.wait((), self.policy.idle_threads, self.policy.thread_idle, || {}) {
+                Some(next) => job = next,
+                None => return,
+            }
         }
     }
-    std::thread::Builder::new()
-        .name("wasi-python-guest".into())
-        .stack_size(GUEST_THREAD_STACK)
-        .spawn(move || serve(job))
-        .map(|_| ())
 }
-
-/// Guest threads whose run's result is out, finishing it (their instance dropped) before
-/// they wait for the next run.
-static FINISHING: Count = Count::new();
-
-/// How long a caller that waits for its run waits for a thread finishing its last run
-/// before it starts a new one.
-const FINISH_WAIT: Duration = Duration::from_millis(2);
 
 /// Held by a guest thread from its run's result until its instance is dropped: it keeps
 /// the thread off its caller's CPU meanwhile (back to back, wake.rs), and a caller that
-/// waits for its run's end and finds no idle thread waits up to [`FINISH_WAIT`] for this
-/// one rather than start another. Back to back, the caller started its next run while
-/// the last run's thread was still dropping on the other CPU, and each new thread took a
-/// pool slot and a stack of its own: 8-10 threads after 1,000 runs against 6-8 before,
-/// about 9 MiB of RSS each (docs/dev/perf-log/).
+/// waits for its run's end and finds no idle thread waits up to the policy's
+/// `finish_wait` for this one rather than start another: back to back, the caller
+/// started its next run while the last run's thread was still dropping on the other CPU,
+/// and each new thread took a pool slot and a stack of its own (docs/dev/perf-log/).
 pub(crate) struct Finishing {
     counted: Option<Counted>,
+    launcher: Arc<Launcher>,
     _away: Away,
 }
 
 impl Finishing {
     /// `away`: the CPU of a caller that runs again at once ([`Away`]).
-    pub(crate) fn new(away: Option<usize>) -> Finishing {
-        Finishing { counted: Some(Counted::more(&FINISHING)), _away: Away::from(away) }
+    pub(crate) fn new(launcher: &Arc<Launcher>, away: Option<usize>) -> Finishing {
+        Finishing { counted: Some(Counted::more(&launcher.finishing)), launcher: launcher.clone(), _away: Away::from(away) }
     }
 }
 
@@ -81,18 +85,7 @@ impl Drop for Finishing {
         // A caller waiting for this thread looks again: it may not come back to the idle
         // list (it makes a guest on standby or primes an instance next), and then the
         // caller starts a thread now rather than at the end of its wait.
-        IDLE.wake_offers();
-    }
-}
-
-fn serve(first: Job) {
-    let mut job = first;
-    loop {
-        job();
-        match IDLE.wait((), MAX_IDLE, IDLE_FOR, || {}) {
-            Some(next) => job = next,
-            None => return,
-        }
+        self.launcher.idle.wake_offers();
     }
 }
 
@@ -241,13 +234,13 @@ impl<T, K> std::fmt::Debug for Waiters<T, K> {
 mod tests {
     use super::*;
 
-    fn thread_of_a_job() -> std::thread::ThreadId {
+    fn thread_of_a_job(launcher: &Arc<Launcher>) -> std::thread::ThreadId {
         let (tx, rx) = mpsc::channel();
-        run_on_guest_thread(move || tx.send(std::thread::current().id()).unwrap(), true).unwrap();
+        launcher.run_on_guest_thread(move || tx.send(std::thread::current().id()).unwrap(), true).unwrap();
         let id = rx.recv().unwrap();
         // Wait until the thread has put itself back on the idle list.
         let until = std::time::Instant::now() + Duration::from_secs(10);
-        while IDLE.len() == 0 && std::time::Instant::now() < until {
+        while launcher.idle.len() == 0 && std::time::Instant::now() < until {
             std::thread::sleep(Duration::from_millis(1));
         }
         id
@@ -365,24 +358,33 @@ mod tests {
 
     #[test]
     fn a_thread_counts_as_finishing_while_it_holds_the_guard() {
-        // Other tests' runs may finish meanwhile: only this guard's own count is checked.
-        let (tx, rx) = mpsc::channel();
-        let (done_tx, done_rx) = mpsc::channel::<()>();
-        let t = std::thread::spawn(move || {
-            let finishing = Finishing::new(None);
-            tx.send(FINISHING.get()).unwrap();
-            done_rx.recv().unwrap();
-            drop(finishing);
-        });
-        assert!(rx.recv().unwrap() >= 1);
-        done_tx.send(()).unwrap();
-        t.join().unwrap();
+        let launcher = Launcher::new(crate::LaunchPolicy::default());
+        let finishing = Finishing::new(&launcher, None);
+        assert_eq!(launcher.finishing.get(), 1);
+        drop(finishing);
+        assert_eq!(launcher.finishing.get(), 0);
     }
 
     #[test]
-    fn a_finished_thread_serves_the_next_job() {
-        let first = thread_of_a_job();
-        assert_eq!(thread_of_a_job(), first);
-        assert_eq!(thread_of_a_job(), first);
+    fn a_finished_thread_serves_the_next_job_of_its_own_launcher_only() {
+        let launcher = Launcher::new(crate::LaunchPolicy::default());
+        let first = thread_of_a_job(&launcher);
+        assert_eq!(thread_of_a_job(&launcher), first);
+        assert_eq!(thread_of_a_job(&launcher), first);
+        // Another runtime's launcher has threads of its own.
+        let other = Launcher::new(crate::LaunchPolicy::default());
+        assert_ne!(thread_of_a_job(&other), first);
+        assert_eq!(launcher.idle.len(), 1);
+        assert_eq!(other.idle.len(), 1);
+    }
+
+    #[test]
+    fn a_policy_of_no_idle_threads_keeps_none() {
+        let launcher = Launcher::new(crate::LaunchPolicy { idle_threads: 0, ..crate::LaunchPolicy::default() });
+        let (tx, rx) = mpsc::channel();
+        launcher.run_on_guest_thread(move || tx.send(()).unwrap(), false).unwrap();
+        rx.recv().unwrap();
+        std::thread::sleep(Duration::from_millis(20));
+        assert_eq!(launcher.idle.len(), 0);
     }
 }

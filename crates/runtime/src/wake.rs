@@ -15,10 +15,11 @@
 //! guest. A sleeper that may not run on the waker's CPU is woken as before. Elsewhere
 //! than on Linux, nothing changes.
 //!
-//! Back to back (a run started within [`BACK_TO_BACK`] of the last result), the rest is
+//! Back to back (a run started within the launch policy's `back_to_back` of the last
+//! result, launch.rs), the rest is
 //! placed too: the run's thread, once the result is out, leaves the caller's CPU for the
 //! work that follows ([`Away`]). Should the embedder ask (`WASI_PYTHON_PIN_CALLER=1`,
-//! [`pin_caller`]), the caller also waits [`Pinned`] to its CPU so that it wakes there and
+//! the launch policy's `pin_caller`), the caller also waits [`Pinned`] to its CPU so that it wakes there and
 //! not where that work goes. The caller's CPU then serves the caller and its runs, the
 //! other CPUs the drops.
 //!
@@ -31,8 +32,7 @@
 //! very CPUs the change set.)
 
 use std::sync::OnceLock;
-use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
-use std::time::{Duration, Instant};
+use std::sync::atomic::{AtomicUsize, Ordering};
 
 #[cfg(target_os = "linux")]
 use rustix::thread::{CpuSet, Pid, sched_getaffinity, sched_setaffinity};
@@ -129,7 +129,7 @@ impl Sleeper {
 /// off it, runs of `print(1)` back to back took 214-218 us (p50) instead of 320-331, and
 /// 316-321 us of CPU each instead of 399-421 (docs/dev/perf-log/). Its
 /// CPUs back when dropped, if still those it was given. With no other CPU it may use, or no caller's CPU given (a run
-/// whose caller goes on, or one after a pause: [`back_to_back`]), it yields once instead,
+/// whose caller goes on, or one after a pause: `Launcher::back_to_back`), it yields once instead,
 /// so the caller it just woke, often put on this very CPU, runs before that work: a run
 /// that imported its tools and called one, 5 ms apart, had its result at `run()` 520-650
 /// us after its end without the yield, and 20 us with it.
@@ -206,16 +206,17 @@ fn keep_to(_cpu: usize) -> Option<Change> {
 /// still those it was pinned to.
 ///
 /// The caller's thread is the embedder's: pinned only if the embedder asks
-/// ([`pin_caller`]); otherwise [`Pinned::to`] changes nothing.
+/// (the launch policy's `pin_caller`); otherwise [`Pinned::to`] changes nothing.
 #[must_use]
 pub(crate) struct Pinned {
     _change: Restore,
 }
 
 impl Pinned {
-    /// Pins the calling thread, a caller's, to `cpu` if the embedder asked for it.
-    pub(crate) fn to(cpu: Option<usize>) -> Pinned {
-        Pinned::keep(cpu.filter(|_| pin_caller()))
+    /// Pins the calling thread, a caller's, to `cpu` if the embedder asked for it (`asked`:
+    /// the runtime's [`LaunchPolicy::pin_caller`](crate::LaunchPolicy::pin_caller)).
+    pub(crate) fn to(cpu: Option<usize>, asked: bool) -> Pinned {
+        Pinned::keep(cpu.filter(|_| asked))
     }
 
     /// Pins the calling thread to `cpu` (if one of its CPUs, and not its only one).
@@ -224,53 +225,10 @@ impl Pinned {
     }
 }
 
-/// The environment variable that asks for a caller's thread to be pinned while it waits
-/// for a run back to back: `1` asks.
-pub(crate) const PIN_CALLER_ENV: &str = "WASI_PYTHON_PIN_CALLER";
-
-/// Whether a caller's thread waits [`Pinned`] (read once, from [`PIN_CALLER_ENV`]).
-pub(crate) fn pin_caller() -> bool {
-    static ON: OnceLock<bool> = OnceLock::new();
-    *ON.get_or_init(|| std::env::var_os(PIN_CALLER_ENV).is_some_and(|v| v == "1"))
-}
-
 /// Moves the calling thread, one of the runtime's, to `cpu` now, if it may run there;
 /// where it may run is unchanged after.
 pub(crate) fn move_to(cpu: Option<usize>) {
     drop(Pinned::keep(cpu));
-}
-
-/// When a run's result was last reported, in nanoseconds after [`clock`]'s start (0:
-/// never).
-static LAST_REPORT: AtomicU64 = AtomicU64::new(0);
-
-/// A run started this soon after the last result is taken as one of runs back to back.
-pub(crate) const BACK_TO_BACK: Duration = Duration::from_millis(1);
-
-fn clock() -> u64 {
-    static START: OnceLock<Instant> = OnceLock::new();
-    let nanos = START.get_or_init(Instant::now).elapsed().as_nanos();
-    u64::try_from(nanos).unwrap_or(u64::MAX).max(1)
-}
-
-/// A run's result is out (see [`back_to_back`]).
-pub(crate) fn reported() {
-    LAST_REPORT.store(clock(), Ordering::Relaxed);
-}
-
-/// For a run whose caller waits on `cpu` for its result: `cpu` if the run starts within
-/// [`BACK_TO_BACK`] of the last result, when the caller is likely to start the next run
-/// at once too; then its thread leaves that CPU once the result is out ([`Away`]) and
-/// the caller waits [`Pinned`] there, if the embedder asked. After a pause, `None`: runs a few milliseconds
-/// apart took 12-15 us longer (p50) with both, as the thread's move then only cost
-/// (docs/dev/perf-log/).
-pub(crate) fn back_to_back(cpu: Option<usize>) -> Option<usize> {
-    cpu.filter(|_| soon_after(LAST_REPORT.load(Ordering::Relaxed), clock()))
-}
-
-/// Whether `now` is within [`BACK_TO_BACK`] of a result reported at `last` (0: none).
-fn soon_after(last: u64, now: u64) -> bool {
-    last != 0 && now.saturating_sub(last) < BACK_TO_BACK.as_nanos() as u64
 }
 
 /// The calling thread's CPU, where known.
@@ -348,6 +306,7 @@ impl Pullable {
 mod tests {
     use super::*;
     use std::sync::mpsc;
+    use std::time::Duration;
 
     fn cpus() -> CpuSet {
         sched_getaffinity(None).unwrap()
@@ -584,24 +543,29 @@ mod tests {
     fn a_caller_is_pinned_only_if_the_embedder_asks() {
         let mine = cpus();
         let here = rustix::thread::sched_getcpu();
-        let pinned = Pinned::to(Some(here));
+        let pinned = Pinned::to(Some(here), false);
         let during = allowed(&cpus());
         drop(pinned);
-        if !pin_caller() {
-            assert_eq!(during, allowed(&mine));
-        }
+        assert_eq!(during, allowed(&mine));
     }
 
     #[test]
     fn only_a_run_started_soon_after_a_result_counts_as_back_to_back() {
-        let ms = 1_000_000;
-        assert!(!soon_after(0, 5 * ms), "no result yet");
-        assert!(soon_after(5 * ms, 5 * ms + ms / 2));
-        assert!(!soon_after(5 * ms, 7 * ms), "2 ms later");
-        // Any thread's report makes the next start near it.
-        reported();
-        assert_eq!(back_to_back(Some(3)), Some(3));
-        assert_eq!(back_to_back(None), None);
+        let launcher = crate::launch::Launcher::new(crate::LaunchPolicy::default());
+        assert_eq!(launcher.back_to_back(Some(3)), None, "no result yet");
+        launcher.reported();
+        assert_eq!(launcher.back_to_back(Some(3)), Some(3));
+        assert_eq!(launcher.back_to_back(None), None);
+        std::thread::sleep(Duration::from_millis(3));
+        assert_eq!(launcher.back_to_back(Some(3)), None, "3 ms later");
+        // Another runtime's results are not this one's.
+        let other = crate::launch::Launcher::new(crate::LaunchPolicy::default());
+        launcher.reported();
+        assert_eq!(other.back_to_back(Some(3)), None);
+        // Nor does a policy that keeps threads where they are place anything.
+        let still = crate::launch::Launcher::new(crate::LaunchPolicy { wake_on_caller_cpu: false, ..crate::LaunchPolicy::default() });
+        still.reported();
+        assert_eq!(still.back_to_back(Some(3)), None);
     }
 
     #[test]

@@ -3,7 +3,7 @@
 
 use std::time::Duration;
 
-use wasi_python_runtime::{Error, Grant, Preload, RunConfig, Session, SessionLimits, Turn, Trapped};
+use wasi_python_runtime::{Error, Grant, LaunchPolicy, Preload, RunConfig, Runtime, Session, SessionLimits, Turn, Trapped};
 
 use crate::{Dir, run, runtime, text};
 
@@ -217,14 +217,28 @@ fn a_session_from_a_snapshot_keeps_its_state_and_sees_its_grants() {
     s.close();
 }
 
-/// Waits until a guest is on standby for runs from the numpy image (a preloaded run
+/// A runtime of the test's own, over the same artifacts, with `policy`: no other test's
+/// run takes its guests, so a test knows which path its runs took.
+fn runtime_with(policy: LaunchPolicy) -> Runtime {
+    Runtime::builder(runtime().artifacts().clone()).launch_policy(policy).build()
+}
+
+/// Guests on standby, no primed instances: runs spaced or back to back take the same path.
+fn standby_only() -> LaunchPolicy {
+    let mut policy = LaunchPolicy::default();
+    policy.standby = true;
+    policy.primed = false;
+    policy
+}
+
+/// Waits until a guest is on standby for `rt`'s runs from the numpy image (a preloaded run
 /// leaves one behind).
-fn standby_waits() {
-    let image = runtime().prepare_preload(&numpy()).unwrap().unwrap();
-    let waiting = || wasi_python_runtime::guests_on_standby(Some(&image));
+fn standby_waits(rt: &Runtime) {
+    let image = rt.prepare_preload(&numpy()).unwrap().unwrap();
+    let waiting = || rt.launch_stats(Some(&image)).guests_on_standby;
     let until = std::time::Instant::now() + Duration::from_secs(60);
     while waiting() == 0 {
-        assert_eq!(run(pre("pass")).exit_code, Some(0));
+        assert_eq!(rt.run(pre("pass")).unwrap().exit_code, Some(0));
         while waiting() == 0 && std::time::Instant::now() < until {
             std::thread::sleep(Duration::from_millis(5));
         }
@@ -234,22 +248,49 @@ fn standby_waits() {
 
 #[test]
 fn a_run_on_standby_is_a_fresh_run_with_its_own_settings() {
-    // Other tests of this binary may take the waiting guest first; then the run is made
-    // afresh. Either way it must behave as a fresh run with its own settings.
-    standby_waits();
-    let done = run(pre("import os, sys; print(sys.argv[1:], os.environ['K'], sys.stdin.read())")
+    let rt = runtime_with(standby_only());
+    let served = || rt.launch_stats(None).standby_runs;
+    let on_standby = |cfg: RunConfig| {
+        standby_waits(&rt);
+        let before = served();
+        let done = rt.run(cfg).unwrap();
+        assert_eq!(served(), before + 1, "a guest on standby served the run");
+        done
+    };
+    let done = on_standby(pre("import os, sys; print(sys.argv[1:], os.environ['K'], sys.stdin.read())")
         .argv(["-c", "import os, sys; print(sys.argv[1:], os.environ['K'], sys.stdin.read())", "x"])
         .env("K", "v")
         .stdin(b"in".to_vec()));
     assert_eq!(done.exit_code, Some(0), "{}", String::from_utf8_lossy(&done.stderr));
     assert_eq!(done.stdout, b"['x'] v in\n");
-    standby_waits();
-    let spin = runtime().run(pre("while True: pass").deadline(Some(Duration::from_millis(300)))).unwrap();
+    let spin = on_standby(pre("while True: pass").deadline(Some(Duration::from_millis(300))));
     assert_eq!(spin.trapped, Some(Trapped::Deadline));
-    standby_waits();
-    let loud = run(pre("print('y' * 1000)").output_bytes(10));
+    let loud = on_standby(pre("print('y' * 1000)").output_bytes(10));
     assert_eq!(loud.stdout, b"yyyyyyyyyy");
     assert!(loud.truncated.stdout);
+}
+
+#[test]
+fn two_runtimes_in_one_process_keep_their_own_launch_policies() {
+    let fresh = runtime_with(LaunchPolicy::fresh_only());
+    let ready = runtime_with(standby_only());
+    assert!(!fresh.launch_policy().standby && ready.launch_policy().standby);
+    standby_waits(&ready);
+    for _ in 0..5 {
+        assert_eq!(fresh.run(pre("pass")).unwrap().exit_code, Some(0));
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    let (f, r) = (fresh.launch_stats(None), ready.launch_stats(None));
+    assert_eq!((f.guests_on_standby, f.standby_runs, f.primed_runs), (0, 0, 0), "fresh runs only: {f:?}");
+    assert_eq!(r.guests_on_standby, 1, "the other runtime's guest waits, untouched: {r:?}");
+    // The standby runtime's guest serves its own run, not the other's.
+    let before = r.standby_runs;
+    assert_eq!(ready.run(pre("pass")).unwrap().exit_code, Some(0));
+    assert_eq!(ready.launch_stats(None).standby_runs, before + 1);
+    assert_eq!(fresh.launch_stats(None).standby_runs, 0);
+    // A runtime that goes ends its guests (and makes no more).
+    ready.retire();
+    assert_eq!(ready.launch_stats(None).guests_on_standby, 0);
 }
 
 // A run from a session's snapshot runs its program in the session's `__main__` (issue 37,
