@@ -7,7 +7,7 @@
 
 from ._async import run_async, set_async_workers
 from ._files import Errno, FileProvider, MemoryFiles, Mount, Stat, WritableFileProvider, ZipFiles
-from ._launch import keep_frame_stacks
+from ._launch import keep_frame_stacks, launch_policy, set_launch_policy
 from ._notices import Notice, notices
 from ._records import Completed, FileFault, FileRecord
 from ._run import DEFAULTS, TOOL_DEFAULTS, ArtifactsMissing, PreloadError, artifacts, default_preload, prepare, run
@@ -41,6 +41,8 @@ __all__ = [
     "prepare",
     "set_async_workers",
     "keep_frame_stacks",
+    "launch_policy",
+    "set_launch_policy",
     "notices",
     "Notice",
     "DEFAULTS",

@@ -1,11 +1,55 @@
-"""What the package may change in its own process, each off unless the embedder asks:
-for now, keeping finished tool threads' Python frame stacks (`keep_frame_stacks`)."""
+"""The launch policy: how the package's runtime schedules runs (`set_launch_policy`,
+`launch_policy`), and what it may change in the embedder's process, each off unless the
+embedder asks (`keep_frame_stacks`; the caller-thread pin is the policy's `pin_caller`)."""
 
 from __future__ import annotations
 
+from typing import Any
+
 from . import _wasi_python as _ext
 
-__all__ = ["keep_frame_stacks"]
+__all__ = ["keep_frame_stacks", "launch_policy", "set_launch_policy"]
+
+_BOOLS = ("standby", "primed", "pin_caller", "wake_on_caller_cpu")
+_SECONDS = ("standby_idle_s", "warm_every_s", "primed_for_s", "thread_idle_s")
+
+
+def set_launch_policy(**fields: Any) -> dict[str, Any]:
+    """Sets how the package's runtime schedules runs; call it before the first run (a
+    runtime keeps the policy it was made with: later, ``RuntimeError``). Fields not given
+    keep their defaults, which `WASI_PYTHON_STANDBY` and `WASI_PYTHON_PIN_CALLER` set:
+
+    - ``standby`` (True): fresh runs from a preload image take a guest made ahead;
+    - ``primed`` (True): runs back to back take an instance made while the last one ran;
+    - ``pin_caller`` (False): the calling thread waits pinned to its CPU back to back
+      (its mask given back only if nothing changed it meanwhile);
+    - ``wake_on_caller_cpu`` (True): the runtime's thread that serves a waiting caller is
+      woken on the caller's CPU (only the runtime's own threads move);
+    - ``idle_threads`` (16): guest threads kept waiting for the next run;
+    - ``standby_idle_s`` (30), ``warm_every_s`` (0.02; 0 for never), ``primed_for_s``
+      (0.1), ``thread_idle_s`` (30).
+
+    Returns the whole policy as a dict (docs/benchmarks.md says what each knob changes)."""
+    for name, value in fields.items():
+        if name in _BOOLS:
+            if not isinstance(value, bool):
+                raise TypeError(f"{name} must be a bool, not {type(value).__name__}")
+        elif name in _SECONDS:
+            if isinstance(value, bool) or not isinstance(value, (int, float)):
+                raise TypeError(f"{name} must be a number of seconds, not {type(value).__name__}")
+        elif name == "idle_threads":
+            if isinstance(value, bool) or not isinstance(value, int):
+                raise TypeError(f"idle_threads must be an int, not {type(value).__name__}")
+            if not 0 <= value <= 1024:
+                raise ValueError(f"idle_threads must be from 0 to 1024, not {value}")
+        else:
+            raise TypeError(f"set_launch_policy() got an unexpected keyword argument {name!r}")
+    return dict(_ext.set_launch_policy(**fields))
+
+
+def launch_policy() -> dict[str, Any]:
+    """The launch policy the package's runtime is (or will be) made with, as a dict."""
+    return dict(_ext.launch_policy())
 
 
 def keep_frame_stacks(on: bool = True) -> bool:

@@ -54,11 +54,6 @@ pub(crate) fn set_launch_policy<'py>(
     thread_idle_s: Option<f64>,
 ) -> PyResult<Bound<'py, pyo3::types::PyDict>> {
     use crate::options::seconds;
-    if RUNTIMES.get().is_some_and(|m| !m.lock().is_empty()) {
-        return Err(pyo3::exceptions::PyRuntimeError::new_err(
-            "the launch policy is set before the first run: this process has a runtime already",
-        ));
-    }
     let mut p = POLICY.lock().clone().unwrap_or_default();
     let set = |field: &mut Duration, name: &str, v: Option<f64>| -> PyResult<()> {
         if let Some(v) = v {
@@ -77,6 +72,12 @@ pub(crate) fn set_launch_policy<'py>(
     p.pin_caller = pin_caller.unwrap_or(p.pin_caller);
     p.wake_on_caller_cpu = wake_on_caller_cpu.unwrap_or(p.wake_on_caller_cpu);
     p.idle_threads = idle_threads.unwrap_or(p.idle_threads);
+    // Values are checked first: a bad one is a ValueError whenever it comes.
+    if RUNTIMES.get().is_some_and(|m| !m.lock().is_empty()) {
+        return Err(pyo3::exceptions::PyRuntimeError::new_err(
+            "the launch policy is set before the first run: this process has a runtime already",
+        ));
+    }
     *POLICY.lock() = Some(p.clone());
     policy_dict(py, &p)
 }
