@@ -117,3 +117,22 @@ def test_a_process_without_notices_lists_none() -> None:
     child = run_python("-c", "import wasi_python; wasi_python.run(['-c', 'pass']); print(wasi_python.notices())")
     assert child.returncode == 0, child.stderr.decode()[-3000:]
     assert child.stdout.decode().split() == ["[]"]
+
+
+def test_notices_of_this_process_are_logged_from_calls_that_left_the_gil(tmp_path, images, monkeypatch, caplog) -> None:
+    # In this process, under the GIL canary: a notice is made on a thread that does not
+    # hold the GIL (a run's, a session's opening) and takes it only to log.
+    env = fresh_artifacts(tmp_path, images["json"])
+    (Path(env["WASI_PYTHON_CACHE"]) / images["default"]).with_suffix(".lock").mkdir()
+    for k, v in env.items():
+        monkeypatch.setenv(k, v)  # a new artifact folder: a runtime of its own, made now
+    before = len(wasi_python.notices())
+    with caplog.at_level("INFO", logger="wasi_python"):
+        done = wasi_python.run(["-c", "import json; print(json.dumps(1))"], preload=["json"])
+        assert done.stdout == b"1\n", done
+        with wasi_python.Session() as s:
+            assert s.run("1 + 1").stdout == b"2\n"
+    mine = wasi_python.notices()[before:]
+    assert [n.kind for n in mine] == ["shipped_unusable", "preload_skipped"], mine
+    logged = [(r.name, r.levelname, r.notice_kind, r.getMessage()) for r in caplog.records if r.name == "wasi_python"]
+    assert logged == [("wasi_python", "WARNING", n.kind, n.message) for n in mine], logged
