@@ -107,6 +107,24 @@ fn edited(file: &[u8], at: usize, sum_at: usize) -> Vec<u8> {
     b
 }
 
+/// `good`'s header (its page count set to `count`, if given) with `payload` after it: the
+/// payload's length and the checksum made right, as a hostile writer would.
+fn with_payload(good: &[u8], count: Option<u32>, payload: &[u8]) -> Vec<u8> {
+    let header_len = u32::from_le_bytes(good[16..20].try_into().unwrap()) as usize;
+    let sum_at = 20 + header_len;
+    let mut b = good[..sum_at].to_vec();
+    if let Some(count) = count {
+        b[sum_at - 12..sum_at - 8].copy_from_slice(&count.to_le_bytes());
+    }
+    b[sum_at - 8..sum_at].copy_from_slice(&(payload.len() as u64).to_le_bytes());
+    let mut h = Sha256::new();
+    h.update(&b);
+    h.update(payload);
+    b.extend_from_slice(&h.finalize());
+    b.extend_from_slice(payload);
+    b
+}
+
 /// The payload's length: the header's last field.
 fn payload_len(file: &[u8]) -> usize {
     let header_len = u32::from_le_bytes(file[16..20].try_into().unwrap()) as usize;
@@ -174,25 +192,11 @@ fn a_frame_asking_a_large_window_is_refused() {
     payload.extend_from_slice(&(1 | ((raw.len() as u32) << 3)).to_le_bytes()[..3]);
     payload.extend_from_slice(&raw);
     let good = encode(&header(), &pages(), 3);
-    // The same header, this payload: the length and the checksum made right.
-    let header_len = u32::from_le_bytes(good[16..20].try_into().unwrap()) as usize;
-    let sum_at = 20 + header_len;
-    let mut b = good[..sum_at].to_vec();
-    b[sum_at - 8..sum_at].copy_from_slice(&(payload.len() as u64).to_le_bytes());
-    let mut h = Sha256::new();
-    h.update(&b);
-    h.update(&payload);
-    b.extend_from_slice(&h.finalize());
-    b.extend_from_slice(&payload);
+    let b = with_payload(&good, None, &payload);
     assert_eq!(decode(&b, &Limits::default()).map(|_| ()).unwrap_err().kind(), "compression");
     // The same frame with a 128 KiB window decodes.
-    let at = b.len() - payload.len() + 5;
-    b[at] = 7 << 3;
-    let mut h = Sha256::new();
-    h.update(&b[..sum_at]);
-    h.update(&b[sum_at + 32..]);
-    let sum = h.finalize();
-    b[sum_at..sum_at + 32].copy_from_slice(&sum);
+    payload[5] = 7 << 3;
+    let b = with_payload(&good, None, &payload);
     assert_eq!(decode(&b, &Limits::default()).map(|(_, p)| p.len()), Ok(3));
 }
 
@@ -279,17 +283,8 @@ fn write_seeds() {
     two_gib.memory_pages = 32_768;
     let count = (two_gib.memory_bytes() / PAGE as u64) as u32;
     let good = encode(&two_gib, &Pages::new(), 1);
-    let header_len = u32::from_le_bytes(good[16..20].try_into().unwrap()) as usize;
-    let sum_at = 20 + header_len;
     let payload = zeros_frame(u64::from(count) * (PAGE as u64 + 4));
-    let mut b = good[..sum_at].to_vec();
-    b[sum_at - 12..sum_at - 8].copy_from_slice(&count.to_le_bytes());
-    b[sum_at - 8..sum_at].copy_from_slice(&(payload.len() as u64).to_le_bytes());
-    let mut h = Sha256::new();
-    h.update(&b);
-    h.update(&payload);
-    b.extend_from_slice(&h.finalize());
-    b.extend_from_slice(&payload);
+    let b = with_payload(&good, Some(count), &payload);
     assert_eq!(decode(&b, &Limits::default()).map(|_| ()).unwrap_err().kind(), "malformed");
     std::fs::write(dir.join("issue-37-defect-4-two-gib-of-zeros"), &b).unwrap();
     let mut clock = header();
