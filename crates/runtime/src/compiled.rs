@@ -9,7 +9,7 @@
 //! **Invariant:** a cached code object is what the image's own CPython made of that
 //! exact text, before any of the program ran. The host asks for it only in the spec of a
 //! run that found none ([`Lookup::Wanted`]) and takes it only as that run's next door
-//! frame after the spec ([`OFFER_FRAME`], host.rs): the guest's runner sends that frame
+//! frame after the spec ([`OFFER_FRAME`](crate::control::OFFER_FRAME), control.rs): the guest's runner sends that frame
 //! (empty when compiling failed or showed a warning, which a cached run would not show)
 //! before it runs the program, so nothing a program does can fill the cache, for its own
 //! text or another's. Metered runs neither fill nor use it: fuel counts the same for the
@@ -25,9 +25,6 @@ use std::sync::Arc;
 
 use parking_lot::Mutex;
 
-/// The frame that offers a run's compiled program: these bytes, then `marshal.dumps` of
-/// the code object (nothing when there is none to offer).
-pub(crate) const OFFER_FRAME: &[u8] = b"\0wasi-python compiled ";
 /// The longest program text kept, in bytes.
 pub(crate) const MAX_SOURCE: usize = 64 << 10;
 /// The largest code object kept, marshalled.
@@ -72,7 +69,7 @@ pub(crate) enum Lookup {
     /// Compiled before: the marshalled code object.
     Found(Arc<[u8]>),
     /// Run before, not yet kept: the guest compiles it and offers the code (`Offer`,
-    /// host.rs).
+    /// control.rs).
     Wanted(Offer),
 }
 

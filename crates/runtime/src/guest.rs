@@ -182,10 +182,7 @@ impl Guest {
             alloc: None,
             mono_origin,
             mono_start,
-            standby: None,
-            offer: None,
-            ticking: None,
-            go_spec: None,
+            control: Default::default(),
         };
         let metered = limits.fuel.is_some();
         let mut store = Store::new(&prepared.engine, state);
@@ -348,7 +345,7 @@ impl Guest {
     /// tool door's record.
     pub(crate) fn complete(&mut self, ending: Ending, started: Instant, files: OpenFiles) -> Completed {
         let data = self.store.data_mut();
-        data.ticking = None;
+        data.control.run_ended();
         let mounts = data.mounts.as_deref_mut().map(|t| {
             match files {
                 // Within the grace after the deadline and cancel this call was armed with.

@@ -1,5 +1,6 @@
 //! The store's state and the host functions the guest imports beyond WASI:
-//! `host.call` (the door) and our own `poll_oneoff` (sleeps that respect the deadline).
+//! `host.call` (the control channel's frames, control.rs, then the tool door) and our own
+//! `poll_oneoff` (sleeps that respect the deadline).
 
 use std::sync::Arc;
 use std::time::{Duration, Instant, SystemTime};
@@ -30,29 +31,10 @@ pub(crate) struct HostState {
     /// ([`GuestClock`], which wasmtime-wasi's clock calls use too).
     pub(crate) mono_origin: Instant,
     pub(crate) mono_start: u64,
-    /// A guest on standby until its run arrives (standby.rs).
-    pub(crate) standby: Option<Box<crate::standby::Waiting>>,
-    /// The epoch ticker of a run that a guest on standby took (its guest thread did not
-    /// start it: the standby waited without one).
-    pub(crate) ticking: Option<crate::stop::TickerGuard>,
-    /// A fresh run's command line from a snapshot, for the guest's first door call if
-    /// that is [`GO_FRAME`] (run.rs): `_wasi_python_boot.go`'s string.
-    pub(crate) go_spec: Option<Vec<u8>>,
-    /// A fresh run whose spec asked for its compiled program: taken from the guest's next
-    /// door frame if that offers it (compiled.rs).
-    pub(crate) offer: Option<crate::compiled::Offer>,
+    /// The control channel's state while the guest is launched (on standby, or a fresh
+    /// run's command line and compiled-program offer): empty for any other store.
+    pub(crate) control: crate::control::ControlState,
 }
-
-/// The frame by which a fresh run's guest asks for its command line (`go_spec`).
-pub(crate) const GO_FRAME: &[u8] = b"\0wasi-python go";
-
-/// The frame by which the guest asks for the entropy it writes its two random
-/// generators' states with (guest boot's `_reseed`): answered in any guest, tools or not,
-/// with [`ENTROPY_BYTES`] of [`entropy`]. `os.urandom` takes the guest one WASI call per
-/// 256 bytes (wasi-libc's `getentropy`): 24 us for these. Only random bytes leave.
-pub(crate) const ENTROPY_FRAME: &[u8] = b"\0wasi-python entropy";
-/// Two MT19937 states of 624 words.
-const ENTROPY_BYTES: usize = 2 * 624 * 4;
 
 /// The guest's monotonic clock. A run's starts at [`GUEST_CLOCK_START`], a snapshot
 /// build's at 0: monotonic readings a module kept at import, in a snapshot, are then
@@ -163,10 +145,10 @@ pub(crate) fn add_to_linker(linker: &mut Linker<HostState>) -> wasmtime::Result<
 }
 
 const DOOR_NO_HOST: i32 = -1;
-const DOOR_FAULT: i32 = -2;
+pub(crate) const DOOR_FAULT: i32 = -2;
 
-
-/// `host.call(ptr, len, out_ptr_ptr, out_len_ptr) -> i32`: one frame through the door.
+/// `host.call(ptr, len, out_ptr_ptr, out_len_ptr) -> i32`: one frame, answered by the
+/// control channel if it is one of its frames (control.rs), else through the tool door.
 fn door_call(
     mut caller: Caller<'_, HostState>,
     ptr: i32,
@@ -174,18 +156,8 @@ fn door_call(
     out_ptr_ptr: i32,
     out_len_ptr: i32,
 ) -> wasmtime::Result<i32> {
-    // Before the frames that must come first: a guest asks for entropy before them.
-    if len as u32 as usize == ENTROPY_FRAME.len() && frame_is(&caller, ptr, ENTROPY_FRAME) {
-        return entropy_call(caller, out_ptr_ptr, out_len_ptr);
-    }
-    if caller.data().standby.is_some() {
-        return standby_call(caller, ptr, len, out_ptr_ptr, out_len_ptr);
-    }
-    if caller.data().go_spec.is_some() {
-        return go_call(caller, ptr, len, out_ptr_ptr, out_len_ptr);
-    }
-    if caller.data().offer.is_some() {
-        return offer_call(caller, ptr, len, out_ptr_ptr, out_len_ptr);
+    if let Some(answered) = crate::control::answer(&mut caller, ptr, len, out_ptr_ptr, out_len_ptr) {
+        return answered;
     }
     let (Some(door), Some(memory), Some(alloc)) = (
         caller.data().door.clone(),
@@ -236,7 +208,7 @@ fn door_call(
 /// Writes `bytes` into memory from the guest's allocator and their place and length at
 /// `out_ptr_ptr` and `out_len_ptr`. `Ok(Err(why))`: the guest never got them; `Err`:
 /// the guest trapped in its allocator.
-fn deliver(
+pub(crate) fn deliver(
     caller: &mut Caller<'_, HostState>,
     memory: Memory,
     alloc: &TypedFunc<i32, i32>,
@@ -264,118 +236,6 @@ fn deliver(
     data[o1].copy_from_slice(&(p as u32).to_le_bytes());
     data[o2].copy_from_slice(&(n as u32).to_le_bytes());
     Ok(Ok(()))
-}
-
-/// The first door call of a guest on standby: waits for its run (standby.rs) and
-/// answers with the run's command line. Anything amiss ends the guest.
-fn standby_call(mut caller: Caller<'_, HostState>, ptr: i32, len: i32, out_ptr_ptr: i32, out_len_ptr: i32) -> wasmtime::Result<i32> {
-    let (Some(memory), Some(alloc)) = (caller.data().memory, caller.data().alloc.clone()) else {
-        return Err(wasmtime::format_err!("a guest on standby without memory or allocator"));
-    };
-    let frame = {
-        let data = memory.data(&caller);
-        let Some(req) = span(ptr, len as u32 as usize, data.len()) else {
-            return Err(wasmtime::format_err!("a guest on standby sent a frame outside its memory"));
-        };
-        data[req].to_vec()
-    };
-    let memory_now = memory.data_size(&caller) as u64;
-    let engine = caller.engine().clone();
-    // No run yet: the guest warms up and asks again (standby.rs).
-    let answer = match crate::standby::wait_for_run(caller.data_mut(), &frame, memory_now, &engine)? {
-        Some((spec, ticking)) => {
-            caller.data_mut().ticking = Some(ticking);
-            caller.as_context_mut().set_epoch_deadline(1);
-            spec
-        }
-        None => crate::standby::WARM_ANSWER.to_vec(),
-    };
-    match deliver(&mut caller, memory, &alloc, &answer, out_ptr_ptr, out_len_ptr)? {
-        Ok(()) => Ok(0),
-        Err(why) => Err(wasmtime::format_err!("the standby's answer (a run's command line, or warm up) did not reach the guest: {why}")),
-    }
-}
-
-/// A fresh run's guest asks for its command line: answered with `go_spec` if this is its
-/// first door call. `go_spec` is gone after it, whatever the frame: any other frame goes
-/// through the door, and so does this one when asked again.
-fn go_call(mut caller: Caller<'_, HostState>, ptr: i32, len: i32, out_ptr_ptr: i32, out_len_ptr: i32) -> wasmtime::Result<i32> {
-    let spec = caller.data_mut().go_spec.take().unwrap_or_default();
-    let asked = len as u32 as usize == GO_FRAME.len() && frame_is(&caller, ptr, GO_FRAME);
-    if !asked {
-        return door_call(caller, ptr, len, out_ptr_ptr, out_len_ptr);
-    }
-    reply(&mut caller, &spec, out_ptr_ptr, out_len_ptr)
-}
-
-/// The guest's next frame after a spec that asked for its compiled program: kept if it
-/// offers it (compiled.rs). The offer is gone after it, whatever the frame: any other
-/// frame goes through the door.
-fn offer_call(mut caller: Caller<'_, HostState>, ptr: i32, len: i32, out_ptr_ptr: i32, out_len_ptr: i32) -> wasmtime::Result<i32> {
-    let offer = caller.data_mut().offer.take();
-    let (Some(offer), Some(memory)) = (offer, caller.data().memory) else {
-        return Ok(DOOR_FAULT);
-    };
-    {
-        let data = memory.data(&caller);
-        let Some(req) = span(ptr, len as u32 as usize, data.len()) else {
-            return Ok(DOOR_FAULT);
-        };
-        match data[req].strip_prefix(crate::compiled::OFFER_FRAME) {
-            Some(code) => offer.take(code),
-            None => return door_call(caller, ptr, len, out_ptr_ptr, out_len_ptr),
-        }
-    }
-    reply(&mut caller, b"kept", out_ptr_ptr, out_len_ptr)
-}
-
-/// Answers one of the host's own frames (go, offer, entropy) with `bytes`: 0, or a fault
-/// when the guest did not get them; `Err` if it trapped in its allocator.
-fn reply(caller: &mut Caller<'_, HostState>, bytes: &[u8], out_ptr_ptr: i32, out_len_ptr: i32) -> wasmtime::Result<i32> {
-    let (Some(memory), Some(alloc)) = (caller.data().memory, caller.data().alloc.clone()) else {
-        return Ok(DOOR_FAULT);
-    };
-    match deliver(caller, memory, &alloc, bytes, out_ptr_ptr, out_len_ptr)? {
-        Ok(()) => Ok(0),
-        Err(_) => Ok(DOOR_FAULT),
-    }
-}
-
-/// Whether the guest's frame at `ptr` is `frame` (its length already checked).
-fn frame_is(caller: &Caller<'_, HostState>, ptr: i32, frame: &[u8]) -> bool {
-    let Some(memory) = caller.data().memory else {
-        return false;
-    };
-    let data = memory.data(caller);
-    span(ptr, frame.len(), data.len()).is_some_and(|req| data[req] == *frame)
-}
-
-/// Answers [`ENTROPY_FRAME`]; a fault if the OS gives no seed (the guest then takes
-/// `os.urandom`'s).
-fn entropy_call(mut caller: Caller<'_, HostState>, out_ptr_ptr: i32, out_len_ptr: i32) -> wasmtime::Result<i32> {
-    let mut bytes = [0u8; ENTROPY_BYTES];
-    if entropy(&mut bytes).is_err() {
-        return Ok(DOOR_FAULT);
-    }
-    reply(&mut caller, &bytes, out_ptr_ptr, out_len_ptr)
-}
-
-/// Fills `out` from ChaCha12 keyed by 32 bytes the OS gives anew for each call
-/// (`getrandom`): a CSPRNG's output, with nothing kept between calls (so nothing a fork
-/// could share). A 5 KB `getrandom` costs 15 us on this VM.
-pub(crate) fn entropy(out: &mut [u8]) -> rustix::io::Result<()> {
-    use rand_core::{Rng, SeedableRng};
-    let mut seed = [0u8; 32];
-    let mut filled = 0;
-    while filled < seed.len() {
-        match rustix::rand::getrandom(&mut seed[filled..], rustix::rand::GetRandomFlags::empty()) {
-            Ok(n) => filled += n,
-            Err(rustix::io::Errno::INTR) => {}
-            Err(e) => return Err(e),
-        }
-    }
-    chacha20::ChaCha12Rng::from_seed(seed).fill_bytes(out);
-    Ok(())
 }
 
 // The WASI errno values used here, from the one table.
@@ -502,17 +362,4 @@ fn poll_oneoff(
     let np = nevents_ptr as u32 as usize;
     data[np..np + 4].copy_from_slice(&(events.len() as u32).to_le_bytes());
     Ok(ERRNO_SUCCESS)
-}
-
-#[cfg(test)]
-mod tests {
-    #[test]
-    fn entropy_fills_every_byte_anew_each_call() {
-        let (mut a, mut b) = ([0u8; super::ENTROPY_BYTES], [0u8; super::ENTROPY_BYTES]);
-        super::entropy(&mut a).unwrap();
-        super::entropy(&mut b).unwrap();
-        assert_ne!(a, b);
-        // No run of 64 zero bytes anywhere: every block of the stream was written.
-        assert!(a.chunks(64).all(|c| c.iter().any(|&x| x != 0)));
-    }
 }

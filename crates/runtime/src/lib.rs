@@ -25,6 +25,7 @@ mod call_threads;
 mod cached;
 mod compiled;
 mod config;
+mod control;
 mod engine;
 mod error;
 mod files;

@@ -4,6 +4,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use crate::compiled::{Compiled, Lookup, Offer};
+use crate::control::ControlState;
 use crate::config::WORKDIR;
 use crate::engine::Flavoured;
 use crate::fork::Origin;
@@ -255,14 +256,14 @@ fn standby_on_this_thread(
         return None;
     };
     let taken = Arc::new(parking_lot::Mutex::new(None));
-    guest.store.data_mut().standby = Some(Box::new(Waiting::new(
+    guest.store.data_mut().control = ControlState::standby(Box::new(Waiting::new(
         flavoured.standby.clone(),
         guest.stdin.clone(),
         guest.stdout.clone(),
         guest.stderr.clone(),
         taken.clone(),
     )));
-    // No ticker while it waits: its run starts one (host.rs, `standby_call`).
+    // No ticker while it waits: its run starts one (control.rs, `standby`).
     guest.ticks = false;
     let limits = &config.limits;
     let ending = guest.call(
@@ -277,7 +278,7 @@ fn standby_on_this_thread(
     let Some(taken) = taken.lock().take() else {
         // Ended before a run took it: retired, idle too long, or failed (then no
         // guest is made again for this image).
-        if guest.store.data().standby.is_some() {
+        if guest.store.data().control.on_standby() {
             flavoured.standby.failed();
         }
         return None;
@@ -325,8 +326,8 @@ fn primed_on_this_thread(
     let memory_now = guest.store.data().memory.map_or(u64::MAX, |m| m.data_size(&guest.store) as u64);
     let job = ready.wait_primed(memory_now)?;
     let (stdin, stdout, stderr) = (guest.stdin.clone(), guest.stdout.clone(), guest.stderr.clone());
-    let (spec, taken) = standby::take_job(guest.store.data_mut(), &stdin, &stdout, &stderr, job);
-    guest.store.data_mut().go_spec = Some(spec);
+    let (spec, offer, taken) = standby::take_job(guest.store.data_mut(), &stdin, &stdout, &stderr, job);
+    guest.store.data_mut().control = ControlState::go(spec, offer);
     let ending = guest.call(
         None,
         |g| {
@@ -375,7 +376,7 @@ impl RunHandle {
 
 /// A fresh run's turn from a snapshot: the guest package's `_run_turn` answers this text
 /// by calling `go()`, which asks the host for the command line with
-/// [`GO_FRAME`](crate::host::GO_FRAME), answered from `HostState::go_spec`. The text is
+/// [`GO_FRAME`](crate::control::GO_FRAME), answered from the store's control state. The text is
 /// fixed, so the guest compiles nothing for it; should the package's `_run_turn` not be
 /// installed, the expression does the same.
 const GO_TURN: &str = "__import__('_wasi_python_boot').go()";
@@ -429,9 +430,7 @@ fn run_on_this_thread(
         Err(e) => return drop(report.report(Err(e))),
     };
     if let Some((spec, offer)) = go {
-        let data = guest.store.data_mut();
-        data.go_spec = Some(spec);
-        data.offer = offer;
+        guest.store.data_mut().control = ControlState::go(spec, offer);
     }
     let limits = &config.limits;
     // A deadline past what a clock can hold is no deadline (and no panic).

@@ -5,7 +5,7 @@
 //! generators reseeded, and compiling the turn that starts the program. A guest on
 //! standby does all of that on a guest thread of its own, then waits *inside* its one
 //! door call (`_wasi_python_boot.serve`, whose first `host.call` sends
-//! [`STANDBY_FRAME`]). A run that takes it sends a [`Job`]: its limits, stdin, tools
+//! [`STANDBY_FRAME`](crate::control::STANDBY_FRAME)). A run that takes it sends a [`Job`]: its limits, stdin, tools
 //! and cancel are set on the store there, its command line is the call's answer, and
 //! only the program and its ending are left on the run's path.
 //!
@@ -21,7 +21,7 @@
 //! retires (`Launcher::retire`: dropped, or the process exiting).
 //!
 //! While it waits, the guest runs its warm-up again every `warm_every` (the door call
-//! answers [`WARM_ANSWER`], and the guest asks again after it): after a pause, a run
+//! answers [`WARM_ANSWER`](crate::control::WARM_ANSWER), and the guest asks again after it): after a pause, a run
 //! otherwise found the machine's caches cold, every step of it two to three times slower.
 //! A run 100 ms or 1 s after the last took 750-890 µs at `run()`, and 430-550 µs with the
 //! warm-ups (docs/dev/perf-log/). Each costs about 0.25 ms of CPU: 1.2 % of a
@@ -61,14 +61,10 @@ use crate::launch::{LaunchStats, Launcher};
 use crate::threads::{Finishing, Waiters};
 use crate::{CallContext, Completed, Error, RunConfig, ToolDoor};
 
-/// The frame `_wasi_python_boot.serve` sends to wait for its run.
-pub(crate) const STANDBY_FRAME: &[u8] = b"\0wasi-python standby";
 /// The turn a guest on standby runs: a fixed text, which the guest package's `_run_turn`
 /// answers by calling `serve()` without compiling anything (as `GO_TURN`, run.rs); the
 /// expression does the same should it not be installed.
 pub(crate) const SERVE: &str = "__import__('_wasi_python_boot').serve()";
-/// The answer to [`STANDBY_FRAME`] that asks the guest to warm up and ask again.
-pub(crate) const WARM_ANSWER: &[u8] = b"\0wasi-python warm";
 
 /// Held by a fresh run from its start until its result is handed over (or it fails):
 /// while any is, no guest is made on standby ([`Launcher::runs_idle`]), since its making
@@ -295,22 +291,25 @@ impl Waiting {
     }
 }
 
-/// The guest asked for its run: waits for a job (or the end of the standby), sets the
-/// job's limits, door, stdin and cancel on the store, and returns the bytes to answer
-/// with and the epoch ticker for the run. `Err` ends the guest: no run came, or the
-/// frame was not the standby's. `memory_now` is the guest's memory size in bytes.
+/// How a guest on standby's wait ended, when no error ends the guest.
+pub(crate) enum Waited {
+    /// No run yet: the guest warms up and asks again, still on standby.
+    Warm(Box<Waiting>),
+    /// A run took it: the command line to answer with, the offer its spec asked for
+    /// (compiled.rs), and the epoch ticker for the run.
+    Run { spec: Vec<u8>, offer: Option<crate::compiled::Offer>, ticking: TickerGuard },
+}
+
+/// The guest on standby `waiting` asked for its run (its first frame, control.rs): waits
+/// for a job (or the end of the standby) and sets the job's limits, door, stdin and
+/// cancel on the store. `Err` ends the guest: no run came. `memory_now` is the guest's
+/// memory size in bytes.
 pub(crate) fn wait_for_run(
     state: &mut HostState,
-    frame: &[u8],
+    waiting: Box<Waiting>,
     memory_now: u64,
     engine: &wasmtime::Engine,
-) -> wasmtime::Result<Option<(Vec<u8>, TickerGuard)>> {
-    let Some(waiting) = state.standby.take() else {
-        return Err(wasmtime::format_err!("not a guest on standby"));
-    };
-    if frame != STANDBY_FRAME {
-        return Err(wasmtime::format_err!("a guest on standby sent another frame first"));
-    }
+) -> wasmtime::Result<Waited> {
     let (ready, since) = (waiting.ready.clone(), waiting.since);
     let (launcher, policy) = (&ready.launcher, &ready.launcher.policy);
     let warm_every = || policy.warm_every.filter(|_| launcher.latest.load(Ordering::SeqCst) == Arc::as_ptr(&ready).addr());
@@ -326,8 +325,7 @@ pub(crate) fn wait_for_run(
         // one is off the list.
         if warm_every().is_some() {
             ready.warmups.fetch_add(1, Ordering::SeqCst);
-            state.standby = Some(waiting);
-            return Ok(None);
+            return Ok(Waited::Warm(waiting));
         }
     };
     ready.made();
@@ -335,21 +333,22 @@ pub(crate) fn wait_for_run(
         return Err(wasmtime::format_err!("no run came for the guest on standby, or it was retired"));
     };
     ready.standby_runs.fetch_add(1, Ordering::SeqCst);
-    let (spec, taken) = take_job(state, &waiting.stdin, &waiting.stdout, &waiting.stderr, job);
+    let (spec, offer, taken) = take_job(state, &waiting.stdin, &waiting.stdout, &waiting.stderr, job);
     *waiting.taken.lock() = Some(taken);
-    Ok(Some((spec, Ticker::global().activate(engine)?)))
+    Ok(Waited::Run { spec, offer, ticking: Ticker::global().activate(engine)? })
 }
 
-/// Sets `job`'s limits, stdin, door, cancel and compiled-program offer on a guest made
-/// before it came (on standby or primed), whose pipes are `stdin`, `stdout` and
-/// `stderr`: what it wrote before is dropped. Returns the job's spec and the rest.
+/// Sets `job`'s limits, stdin, door and cancel on a guest made before it came (on
+/// standby or primed), whose pipes are `stdin`, `stdout` and `stderr`: what it wrote
+/// before is dropped. Returns the job's spec, the offer of its compiled program (for the
+/// store's control state, control.rs) and the rest.
 pub(crate) fn take_job(
     state: &mut HostState,
     stdin: &InputPipe,
     stdout: &CappedPipe,
     stderr: &CappedPipe,
     job: Box<Job>,
-) -> (Vec<u8>, Taken) {
+) -> (Vec<u8>, Option<crate::compiled::Offer>, Taken) {
     let Job { spec, offer, started, deadline, config, report } = *job;
     let limits = &config.limits;
     // What the guest wrote before its run is not the run's.
@@ -362,8 +361,7 @@ pub(crate) fn take_job(
     state.files = FileState::new(limits.file_write_bytes, limits.max_open_files);
     state.stop = CallContext { deadline, cancel: config.cancel };
     state.door = config.door;
-    state.offer = offer;
-    (spec, Taken { started, tools: config.tools, report })
+    (spec, offer, Taken { started, tools: config.tools, report })
 }
 
 #[cfg(test)]
