@@ -2,7 +2,10 @@
 ``run_async`` and ``Session.run``, and Ctrl-C during a blocking ``run``.
 
 Each stop is an epoch interrupt, so it lands within milliseconds, not at the deadline
-(30 s in every test here). The time bounds are generous: the machine is small and busy.
+(30 s in every test here). A run that returns says what ended it (``trapped ==
+"cancelled"``, not ``"deadline"``); where nothing comes back (a cancelled task, Ctrl-C),
+the time to the stop is bounded instead, at half the deadline (``STOPPED_WITHIN_S``): that
+tells the cancel's stop from the deadline's, on a machine however busy, and asserts no pace.
 """
 
 import asyncio
@@ -19,6 +22,8 @@ from wasi_python import Session, SessionEnded, run, run_async
 from wasi_python.tools import ToolRecord, tool
 
 SPIN = ["-c", "while True: pass"]
+# Half the 30 s deadline of every run here: a stop before it was the cancel's.
+STOPPED_WITHIN_S = 15
 
 
 # --- cancelling the awaiting task ------------------------------------------------------------
@@ -35,10 +40,8 @@ def test_cancelling_the_task_stops_the_guest_promptly(arun):
             await task
         return time.monotonic() - t
 
-    started = time.monotonic()
     after_cancel = arun(main())
-    assert after_cancel < 1.0, f"CancelledError came {after_cancel:.2f} s after the cancel"
-    assert time.monotonic() - started < 5
+    assert after_cancel < STOPPED_WITHIN_S, f"CancelledError came {after_cancel:.2f} s after the cancel"
 
 
 def test_the_loop_runs_on_after_a_cancelled_guest(arun):
@@ -81,15 +84,15 @@ def test_cancelling_the_task_cancels_an_async_tool_at_its_await(arun):
         with pytest.raises(asyncio.CancelledError):
             await task
         elapsed = time.monotonic() - t
-        # Give the tool's handler a moment on this loop, should it be late.
-        for _ in range(50):
-            if flags["cancelled"].is_set():
-                break
+        # Give the tool's handler its turns on this loop, should it be late.
+        until = time.monotonic() + STOPPED_WITHIN_S
+        while not flags["cancelled"].is_set() and time.monotonic() < until:
             await asyncio.sleep(0.01)
         return elapsed
 
     elapsed = arun(main())
-    assert elapsed < 1.0, f"CancelledError came {elapsed:.2f} s after the cancel"
+    # The tool would sleep 30 s, the guest spin until its 30 s deadline.
+    assert elapsed < STOPPED_WITHIN_S, f"CancelledError came {elapsed:.2f} s after the cancel"
     assert flags["cancelled"].is_set(), "the async tool was not cancelled at its await"
     assert not flags["finished"].is_set()
 
@@ -100,7 +103,7 @@ def test_cancelling_the_task_abandons_a_running_sync_tool(arun):
     @tool
     def blocking() -> str:
         entered.set()
-        release.wait(10)
+        release.wait(60)
         finished.set()
         return "late"
 
@@ -122,7 +125,8 @@ def test_cancelling_the_task_abandons_a_running_sync_tool(arun):
         still_running = not finished.is_set()
     finally:
         release.set()
-    assert elapsed < 1.0, f"CancelledError came {elapsed:.2f} s after the cancel"
+    # Not stopped, the guest would spin until its 30 s deadline after the tool.
+    assert elapsed < STOPPED_WITHIN_S, f"CancelledError came {elapsed:.2f} s after the cancel"
     assert still_running
     assert finished.wait(5)  # released, it runs to its end unseen
 
@@ -143,7 +147,6 @@ def test_cancel_event_ends_run_with_cancelled_and_a_full_record():
 
     ev = threading.Event()
     timer = _timer(ev)
-    t = time.monotonic()
     try:
         done = run(
             ["-c", "from host import tools\nprint(tools.ping(), flush=True)\nwhile True: pass"],
@@ -153,7 +156,6 @@ def test_cancel_event_ends_run_with_cancelled_and_a_full_record():
         )
     finally:
         timer.cancel()
-    assert time.monotonic() - t < 5
     assert done.trapped == "cancelled"
     assert done.exit_code is None
     assert done.stdout == b"pong\n"
@@ -182,9 +184,7 @@ def test_cancel_event_ends_run_async_with_cancelled_and_a_full_record(arun):
         finally:
             timer.cancel()
 
-    t = time.monotonic()
     done = arun(main())
-    assert time.monotonic() - t < 5
     assert done.trapped == "cancelled"
     assert done.exit_code is None
     assert done.stdout == b"pong\n"
@@ -203,9 +203,7 @@ def test_cancel_event_on_run_async_without_tools(arun):
         finally:
             timer.cancel()
 
-    t = time.monotonic()
     done = arun(main())
-    assert time.monotonic() - t < 5
     assert done.trapped == "cancelled"
     assert done.tools is None
 
@@ -216,9 +214,7 @@ def test_an_asyncio_event_cancels_run_async(arun):
         asyncio.get_running_loop().call_later(0.2, ev.set)
         return await run_async(SPIN, cancel=ev, deadline_s=30)
 
-    t = time.monotonic()
     done = arun(main())
-    assert time.monotonic() - t < 5
     assert done.trapped == "cancelled"
 
 
@@ -227,7 +223,6 @@ def test_a_cancel_set_before_the_call_stops_run_async_at_once(arun):
     ev.set()
     done = arun(run_async(SPIN, cancel=ev, deadline_s=30))
     assert done.trapped == "cancelled"
-    assert done.duration_s < 5
 
 
 def test_cancel_event_ends_a_session_turn_and_the_session():
@@ -235,12 +230,10 @@ def test_cancel_event_ends_a_session_turn_and_the_session():
         s.run("x = 1")
         ev = threading.Event()
         timer = _timer(ev)
-        t = time.monotonic()
         try:
             done = s.run("while True: pass", cancel=ev)
         finally:
             timer.cancel()
-        assert time.monotonic() - t < 5
         assert done.trapped == "cancelled"
         assert s.ended == "cancelled"
         with pytest.raises(SessionEnded) as e:
@@ -264,6 +257,7 @@ _CTRL_C = textwrap.dedent(
     @tool
     def slow() -> int:
         "Takes a minute."
+        print("entered", flush=True)
         time.sleep(60)
         return 1
 
@@ -279,6 +273,7 @@ _CTRL_C = textwrap.dedent(
         def read(self, path):
             raise FileNotFoundError(path)
         def write(self, path, data):
+            print("entered", flush=True)
             time.sleep(60)
         def mkdir(self, path):
             raise PermissionError(path)
@@ -327,7 +322,8 @@ _CTRL_C = textwrap.dedent(
 # Ctrl-C ends each long wait, also while a tool or a provider is slow: a guest spinning
 # (run, session), a tool that takes a minute (run-tool, session-tool), a provider's
 # write that takes a minute (run-provider, at the file's close; close, at a session's
-# close, which writes open files back).
+# close, which writes open files back). The signal comes once the tool or the write has
+# begun (it says so), or, for a spinning guest, 0.3 s into the call.
 @pytest.mark.parametrize("mode", ["run", "session", "run-tool", "session-tool", "run-provider", "close"])
 def test_ctrl_c_stops_a_blocking_call_and_raises_keyboard_interrupt(mode):
     proc = subprocess.Popen(
@@ -339,12 +335,16 @@ def test_ctrl_c_stops_a_blocking_call_and_raises_keyboard_interrupt(mode):
     try:
         line = proc.stdout.readline()
         assert line.strip() == "started", line + proc.stderr.read()
-        time.sleep(0.3)
+        if mode in ("run", "session"):
+            time.sleep(0.3)
+        else:
+            line = proc.stdout.readline()
+            assert line.strip() == "entered", line + proc.stderr.read()
         assert proc.poll() is None, "the guest ended before the signal"
         sent = time.monotonic()  # CLOCK_MONOTONIC is one clock for every process here
         os.kill(proc.pid, signal.SIGINT)
-        out, err = proc.communicate(timeout=10)
-        exited = time.monotonic() - sent
+        # Under the guest's 30 s deadline: a process that waited for it hangs here.
+        out, err = proc.communicate(timeout=25)
     finally:
         if proc.poll() is None:
             proc.kill()
@@ -352,12 +352,11 @@ def test_ctrl_c_stops_a_blocking_call_and_raises_keyboard_interrupt(mode):
     words = out.split()
     assert "interrupted" in words, out + err
     caught = float(words[words.index("interrupted") + 1])
-    # Far under the minute a slow tool or provider would take; a slow provider's
-    # write-back gets its 0.5 s of grace after the cancel first.
-    bound = 1.0 if mode in ("run", "session") else 3.0
-    assert caught - sent < bound, f"KeyboardInterrupt came {caught - sent:.3f} s after SIGINT"
+    # The signal, not the end of the wait, raised it: far under the guest's 30 s deadline
+    # and the minute a slow tool or provider takes (a slow provider's write-back gets its
+    # 0.5 s of grace after the cancel first).
+    assert caught - sent < STOPPED_WITHIN_S, f"KeyboardInterrupt came {caught - sent:.3f} s after SIGINT"
     assert "returned" not in words
-    assert exited < 5
     assert proc.returncode == 0, err
     if mode.startswith("session"):
         assert "ended cancelled" in out
