@@ -1,6 +1,8 @@
 """``wasi-python run -- ARGS...`` (or ``python -m wasi_python run -- ARGS...``):
 runs the guest once and prints the result as one JSON object. ``wasi-python serve mcp``:
-the sandbox as an MCP server (the ``serve`` extra; ``--help`` shows its options)."""
+the sandbox as an MCP server; ``wasi-python serve http``: an HTTP service that speaks
+SandboxFusion's ``/run_code`` and our own API (both the ``serve`` extra; ``--help`` shows
+their options)."""
 
 from __future__ import annotations
 
@@ -41,7 +43,20 @@ def main(argv: list[str] | None = None) -> int:
     from .serve import add_arguments
 
     add_arguments(m)
+    h = servers.add_parser(
+        "http", help="an HTTP service: SandboxFusion's /run_code, /v1/run, /v1/batch, /v1/sessions, /metrics",
+        description="Serve the sandbox over HTTP: SandboxFusion's POST /run_code (so RL and evaluation stacks switch "
+        "by changing a URL), our own /v1/run, /v1/batch and /v1/sessions, /healthz and Prometheus /metrics. "
+        "Settings: the library's defaults, then --config, then these options.",
+    )
+    from .serve._http_config import add_arguments as add_http_arguments
+
+    add_http_arguments(h)
     ns = p.parse_args(argv)
+    if ns.command == "serve" and ns.server == "http":
+        from .serve._http import main as http_main
+
+        return http_main(ns)
     if ns.command == "serve":
         from .serve import main as serve_main
 
