@@ -163,7 +163,7 @@ def test_a_failing_program_is_failed_with_its_exit_status_and_traceback(server):
 
 
 def test_a_program_past_run_timeout_is_time_limit_exceeded(server):
-    r = fusion(server, code="print('started', flush=True)\nwhile True:\n    pass", run_timeout=0.5)
+    r = fusion(server, code="print('started', flush=True)\nwhile True:\n    pass", run_timeout=1.0)
     assert r.status.value == "Failed"
     assert r.run_result.status.value == "TimeLimitExceeded"
     assert r.run_result.return_code is None
