@@ -230,6 +230,15 @@ def test_a_malformed_json_body_is_refused_and_the_server_stays_up(server):
     assert status == 400 and json.loads(data)["error"]["kind"] == "invalid_json"
     status, r = server.json("POST", "/run_code", {"code": 5, "language": "python"})
     assert status == 422 and r["detail"][0]["loc"] == ["body", "code"]
+    # Hostile JSON: nested past the parser's depth, NaN, numbers past a float's range.
+    status, _, data = server.request("POST", "/v1/run", raw=b"[" * 100_000)
+    assert status == 400 and json.loads(data)["error"]["kind"] == "invalid_json"
+    status, _, data = server.request("POST", "/run_code", raw=b'{"code": "print(1)", "language": "python", "run_timeout": NaN}')
+    assert status == 422 and json.loads(data)["detail"][0]["loc"] == ["body", "run_timeout"]
+    status, _, data = server.request("POST", "/run_code", raw=b'{"code": "print(1)", "language": "python", "run_timeout": -1e999}')
+    assert status == 422 and json.loads(data)["detail"][0]["loc"] == ["body", "run_timeout"]
+    status, r = server.json("POST", "/run_code", {"code": "print(1)", "language": "python", "run_timeout": 10**400, "memory_limit_MB": 10**400})
+    assert status == 200 and r["status"] == "Success"  # capped at the server's own
     assert fusion(server, code="print('up')").run_result.stdout == "up\n"
 
 

@@ -45,6 +45,15 @@ class _TooLarge(Exception):
     pass
 
 
+def _loads(raw: bytes) -> Any:
+    """JSON of a body; ValueError for any malformed one, nesting past the parser's depth
+    included."""
+    try:
+        return json.loads(raw)
+    except RecursionError:
+        raise ValueError("nested too deeply") from None
+
+
 def _json(data: Any, status: int = 200, headers: Optional[dict[str, str]] = None) -> Any:
     from starlette.responses import Response
 
@@ -119,8 +128,7 @@ class Service:
 
     async def _read_json(self, request: Any) -> Any:
         """The body as JSON; raises `_TooLarge`, or ValueError for malformed JSON."""
-        raw = await self._body(request)
-        return json.loads(raw)
+        return _loads(await self._body(request))
 
     def _too_large(self) -> Any:
         self.metrics.refuse("too_large")
@@ -161,7 +169,7 @@ class Service:
                 return _json({"detail": [{"type": "value_error", "loc": ["body"], "msg": str(e)}]}, 422)
             except Exception as e:  # noqa: BLE001 - the backend's fault is SandboxFusion's SandboxError
                 log.error("run_code failed: %s: %s", type(e).__name__, e)
-                self.metrics.ran("run_code", None, time.monotonic() - started)
+                self.metrics.ran("run_code", None, time.monotonic() - started, "server_error")
                 return _json(fusion_cancelled(f"the run failed on the server ({type(e).__name__})"))
             self.metrics.ran("run_code", done, time.monotonic() - started)
             if done is None:
@@ -200,6 +208,7 @@ class Service:
             try:
                 done = await self.execute(spec)
             except Exception as e:  # noqa: BLE001
+                self.metrics.ran("run", None, time.monotonic() - started, "server_error")
                 return self._failed(e, "run")
             self.metrics.ran("run", done, time.monotonic() - started)
             if done is None:
@@ -276,6 +285,7 @@ class Service:
             try:
                 done = await self.execute(spec)
             except Exception as e:  # noqa: BLE001 - one run's failure is its own line
+                self.metrics.ran("batch", None, time.monotonic() - started, "server_error")
                 put(i, {"index": i, "error": {"kind": "server_error" if not isinstance(e, (TypeError, ValueError)) else "invalid_request", "message": str(e)[:500]}})
                 return
             finally:
@@ -356,7 +366,7 @@ class Service:
         except _TooLarge:
             return self._too_large()
         try:
-            body = json.loads(raw) if raw.strip() else None
+            body = _loads(raw) if raw.strip() else None
         except ValueError as e:
             return _error(400, "invalid_json", f"the body is not JSON: {str(e)[:200]}")
         try:

@@ -50,8 +50,10 @@ class Metrics:
         Gauge("wasi_python_runs_in_flight", "Runs admitted and not yet answered.", registry=self.registry).set_function(in_flight)
         Gauge("wasi_python_sessions", "Sessions alive.", registry=self.registry).set_function(sessions)
 
-    def ran(self, api: str, done: Optional[Completed], seconds: float) -> None:
-        self.runs.labels(api, outcome_of(done)).inc()
+    def ran(self, api: str, done: Optional[Completed], seconds: float, outcome: Optional[str] = None) -> None:
+        """A run answered: its outcome (`outcome_of`, unless given: ``server_error`` for a
+        run the backend failed) and its seconds since admission."""
+        self.runs.labels(api, outcome or outcome_of(done)).inc()
         self.latency.labels(api).observe(seconds)
 
     def refuse(self, reason: str) -> None:

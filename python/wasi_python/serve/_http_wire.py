@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import base64
 import binascii
+import math
 import posixpath
 from dataclasses import asdict, dataclass, fields, is_dataclass
 from typing import Any, Optional
@@ -44,7 +45,8 @@ class Invalid(ValueError):
         """FastAPI's validation error entry, as SandboxFusion answers it (status 422)."""
         d: dict[str, Any] = {"type": self.kind, "loc": self.loc, "msg": str(self)}
         if self.given is not None:
-            d["input"] = self.given
+            # JSON has no NaN or infinities: those are named as text.
+            d["input"] = str(self.given) if isinstance(self.given, float) and not math.isfinite(self.given) else self.given
         return d
 
     def error(self) -> dict[str, Any]:
@@ -68,8 +70,11 @@ class RunSpec:
 
 def _number(loc: list[Any], v: Any) -> float:
     if isinstance(v, bool) or not isinstance(v, (int, float)) or v != v:
-        raise Invalid(loc, "a number is needed", "float_type", v)
-    return float(v)
+        raise Invalid(loc, "a number is needed", "float_type", v if isinstance(v, (int, float)) and not isinstance(v, bool) else None)
+    try:
+        return float(v)
+    except OverflowError:
+        return float("inf")
 
 
 def _int(loc: list[Any], v: Any) -> int:
