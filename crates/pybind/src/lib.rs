@@ -57,6 +57,7 @@ fn _wasi_python(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(run::guests_on_standby, m)?)?;
     m.add_function(wrap_pyfunction!(run::standby_warmups, m)?)?;
     m.add_function(wrap_pyfunction!(run::primed_runs, m)?)?;
+    m.add_function(wrap_pyfunction!(run::primed_waiting, m)?)?;
     m.add_function(wrap_pyfunction!(run::standby_runs, m)?)?;
     m.add_function(wrap_pyfunction!(run::set_launch_policy, m)?)?;
     m.add_function(wrap_pyfunction!(run::launch_policy, m)?)?;

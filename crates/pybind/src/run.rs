@@ -223,6 +223,14 @@ pub(crate) fn primed_runs(py: Python<'_>, image: Option<PathBuf>) -> usize {
     launch_stats(py, image).iter().map(|s| s.primed_runs).sum()
 }
 
+/// How many primed instances wait for a run now, for runs from the preload image file
+/// `image`, or for all (a diagnostic: a test makes one before the run it checks).
+#[pyfunction]
+#[pyo3(signature = (image=None))]
+pub(crate) fn primed_waiting(py: Python<'_>, image: Option<PathBuf>) -> usize {
+    launch_stats(py, image).iter().map(|s| s.primed_waiting).sum()
+}
+
 /// How many compiled `-c` programs this process keeps for runs from preload images
 /// (a diagnostic).
 #[pyfunction]

@@ -142,6 +142,8 @@ pub struct LaunchStats {
     pub standby_runs: usize,
     /// How many runs primed instances served.
     pub primed_runs: usize,
+    /// Primed instances waiting for a run now.
+    pub primed_waiting: usize,
     /// Guest threads waiting for a run now.
     pub idle_threads: usize,
     /// `-c` programs kept compiled (compiled.rs).

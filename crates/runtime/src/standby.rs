@@ -176,6 +176,7 @@ impl Ready {
         stats.standby_warmups += self.warmups.load(Ordering::SeqCst);
         stats.standby_runs += self.standby_runs.load(Ordering::SeqCst);
         stats.primed_runs += self.primed_runs.load(Ordering::SeqCst);
+        stats.primed_waiting += self.primed.len();
     }
 
     /// Ends every wait of a guest on standby and of a primed instance.
