@@ -1,4 +1,9 @@
 //! Each limit stops its guest with the right outcome, and the host survives.
+//!
+//! The outcome (`trapped`) says which limit stopped a run. Where a run could also end by
+//! another (a sleep's end, the 30 s deadline of `run`), the time it took is bounded at
+//! half of that other end ([`OTHER_END_HALF`]): it tells the two endings apart on any
+//! load, and asserts no pace.
 
 use std::time::{Duration, Instant};
 
@@ -6,26 +11,29 @@ use wasi_python_runtime::{CancelToken, RunConfig, Trapped};
 
 use crate::{py, run, runtime, text};
 
+/// Half of the 60 s sleeps and the 30 s deadline below: a run that took less was not
+/// ended by them.
+const OTHER_END_HALF: Duration = Duration::from_secs(15);
+
 #[test]
 fn deadline_stops_a_busy_loop() {
-    let t = Instant::now();
     let done = runtime()
         .run(RunConfig::new(["-c", "while True: pass"]).deadline(Some(Duration::from_millis(300))))
         .unwrap();
     assert_eq!(done.trapped, Some(Trapped::Deadline));
     assert_eq!(done.exit_code, None);
-    assert!(t.elapsed() < Duration::from_secs(3), "{:?}", t.elapsed());
 }
 
 #[test]
 fn deadline_stops_a_sleep_on_time() {
     let t = Instant::now();
     let done = runtime()
-        .run(RunConfig::new(["-c", "import time; time.sleep(10)"]).deadline(Some(Duration::from_secs(1))))
+        .run(RunConfig::new(["-c", "import time; time.sleep(60)"]).deadline(Some(Duration::from_secs(1))))
         .unwrap();
     let took = t.elapsed();
     assert_eq!(done.trapped, Some(Trapped::Deadline));
-    assert!(took >= Duration::from_millis(950) && took < Duration::from_millis(2500), "{took:?}");
+    // Not before the deadline; and during the sleep, not once it ended.
+    assert!(took >= Duration::from_millis(950) && took < OTHER_END_HALF, "{took:?}");
 }
 
 #[test]
@@ -46,7 +54,8 @@ fn fuel_stops_a_busy_loop_and_is_reported() {
     assert_eq!(py("pass").fuel_used, None);
 }
 
-/// Cancels `program` from another thread after 200 ms; it must end "cancelled" promptly.
+/// Cancels `program` from another thread after 200 ms; it must end "cancelled", before
+/// the run's 30 s deadline or its sleep could end it.
 fn check_cancel(program: &str) {
     let token = CancelToken::new();
     let t2 = token.clone();
@@ -57,7 +66,7 @@ fn check_cancel(program: &str) {
     let t = Instant::now();
     let done = run(RunConfig::new(["-c", program]).cancel(token));
     assert_eq!(done.trapped, Some(Trapped::Cancelled), "{program}");
-    assert!(t.elapsed() < Duration::from_secs(2), "{program}: {:?}", t.elapsed());
+    assert!(t.elapsed() < OTHER_END_HALF, "{program}: {:?}", t.elapsed());
 }
 
 #[test]
@@ -67,7 +76,7 @@ fn cancel_stops_a_busy_guest() {
 
 #[test]
 fn cancel_stops_a_sleeping_guest() {
-    check_cancel("import time; time.sleep(30)");
+    check_cancel("import time; time.sleep(60)");
 }
 
 #[test]
