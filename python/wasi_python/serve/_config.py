@@ -84,7 +84,8 @@ def _mount(spec: Any, writable: bool) -> Grant:
     return Grant(host, guest, writable)
 
 
-def _help(text: str, default: Any) -> str:
+def help_text(text: str, default: Any) -> str:
+    """An option's help, with the default in force."""
     return f"{text} (default: {default})"
 
 
@@ -95,23 +96,24 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--config", metavar="FILE", help="a JSON (or, on Python 3.11+, TOML) file of these settings by their long names with underscores, such as {\"deadline_s\": 30, \"mounts\": [{\"host\": \"./data\", \"guest\": \"/data\"}]}")
     p.add_argument("--http", metavar="HOST:PORT", help="serve streamable HTTP at http://HOST:PORT/mcp instead of stdio (HOST defaults to 127.0.0.1)")
     p.add_argument("--token", metavar="TOKEN", help="require 'Authorization: Bearer TOKEN' on HTTP; needed to listen on any address but loopback (also $WASI_PYTHON_MCP_TOKEN)")
-    p.add_argument("--deadline-s", type=float, help=_help("each run's wall-clock deadline, and the most a call's timeout_s may ask", d.deadline_s))
-    p.add_argument("--memory-bytes", type=int, help=_help("each guest's memory cap", d.memory_bytes))
-    p.add_argument("--output-bytes", type=int, help=_help("each run's cap on stdout and on stderr", d.output_bytes))
+    p.add_argument("--deadline-s", type=float, help=help_text("each run's wall-clock deadline, and the most a call's timeout_s may ask", d.deadline_s))
+    p.add_argument("--memory-bytes", type=int, help=help_text("each guest's memory cap", d.memory_bytes))
+    p.add_argument("--output-bytes", type=int, help=help_text("each run's cap on stdout and on stderr", d.output_bytes))
     p.add_argument("--preload", action="append", metavar="MODULE", help="a module imported before each run, repeatable (default: numpy, pandas, matplotlib.pyplot)")
     p.add_argument("--no-preload", action="store_true", help="start each run with nothing preloaded")
     p.add_argument("--mount", action="append", metavar="HOST:GUEST", help="a host folder the guest reads at GUEST, repeatable (default: none)")
     p.add_argument("--mount-rw", action="append", metavar="HOST:GUEST", help="a host folder the guest may also write, repeatable (default: none)")
-    p.add_argument("--max-sessions", type=int, help=_help("named sessions alive at once", d.max_sessions))
-    p.add_argument("--session-idle-s", type=float, help=_help("a session that rests this long ends", d.session_idle_s))
-    p.add_argument("--session-lifetime-s", type=float, help=_help("a session ends this long after it started", d.session_lifetime_s))
+    p.add_argument("--max-sessions", type=int, help=help_text("named sessions alive at once", d.max_sessions))
+    p.add_argument("--session-idle-s", type=float, help=help_text("a session that rests this long ends", d.session_idle_s))
+    p.add_argument("--session-lifetime-s", type=float, help=help_text("a session ends this long after it started", d.session_lifetime_s))
     p.add_argument("--upstream", metavar="SERVERS_JSON", help="an mcpServers file of MCP servers whose tools the guest calls (code mode; default: none)")
-    p.add_argument("--upstream-timeout-s", type=float, help=_help("each upstream tool call's bound", d.upstream_timeout_s))
-    p.add_argument("--upstream-start-s", type=float, help=_help("each upstream's bound to start and list its tools", d.upstream_start_s))
-    p.add_argument("--max-tool-calls", type=int, help=_help("tool calls (frames) a run may make", d.max_tool_calls))
+    p.add_argument("--upstream-timeout-s", type=float, help=help_text("each upstream tool call's bound", d.upstream_timeout_s))
+    p.add_argument("--upstream-start-s", type=float, help=help_text("each upstream's bound to start and list its tools", d.upstream_start_s))
+    p.add_argument("--max-tool-calls", type=int, help=help_text("tool calls (frames) a run may make", d.max_tool_calls))
 
 
-def _read_file(path: str) -> dict[str, Any]:
+def read_file(path: str) -> dict[str, Any]:
+    """A JSON or TOML file of settings."""
     text = Path(path).read_text(encoding="utf-8")
     if path.endswith(".toml"):
         import tomllib  # Python 3.11+
@@ -127,19 +129,24 @@ def _read_file(path: str) -> dict[str, Any]:
 _NAMES = {f.name for f in fields(ServeConfig)}
 
 
-def _positive(name: str, value: Any, kind: type) -> Any:
+def positive(name: str, value: Any, kind: type, zero: bool = False) -> Any:
+    """`value` as a positive `kind` (or zero, if `zero`); ConfigError naming `name` if not."""
+    if isinstance(value, bool):
+        raise ConfigError(f"{name}: {value!r} is not a {kind.__name__}")
     try:
         v = kind(value)
     except (TypeError, ValueError):
         raise ConfigError(f"{name}: {value!r} is not a {kind.__name__}") from None
-    if isinstance(value, bool) or v <= 0:
-        raise ConfigError(f"{name}: must be positive, not {value!r}")
+    if kind is int and v != value:
+        raise ConfigError(f"{name}: {value!r} is not a whole number")
+    if v < 0 or (v == 0 and not zero):
+        raise ConfigError(f"{name}: must be {'zero or more' if zero else 'positive'}, not {value!r}")
     return v
 
 
 def config_from(ns: argparse.Namespace) -> ServeConfig:
     """The settings of a parsed command line, over its config file's, over the defaults."""
-    given: dict[str, Any] = _read_file(ns.config) if ns.config else {}
+    given: dict[str, Any] = read_file(ns.config) if ns.config else {}
     unknown = sorted(set(given) - _NAMES)
     if unknown:
         raise ConfigError(f"config: unknown settings {unknown}; known: {sorted(_NAMES)}")
@@ -165,10 +172,10 @@ def checked(given: dict[str, Any]) -> ServeConfig:
     out: dict[str, Any] = {}
     for name in ("deadline_s", "session_idle_s", "session_lifetime_s", "upstream_timeout_s", "upstream_start_s"):
         if name in given:
-            out[name] = _positive(name, given[name], float)
+            out[name] = positive(name, given[name], float)
     for name in ("memory_bytes", "output_bytes", "max_sessions", "max_tool_calls"):
         if name in given:
-            out[name] = _positive(name, given[name], int)
+            out[name] = positive(name, given[name], int)
     if given.get("preload") is not None:
         pre = given["preload"]
         if isinstance(pre, str) or not all(isinstance(m, str) for m in pre):

@@ -6,13 +6,11 @@ line (`HttpConfig`, `add_arguments`, `config_from`)."""
 from __future__ import annotations
 
 import argparse
-import json
 import os
 from dataclasses import dataclass, field, fields
-from pathlib import Path
 from typing import Any, Optional
 
-from ._config import ConfigError, ServeConfig, checked
+from ._config import ConfigError, ServeConfig, checked, help_text, positive, read_file
 
 __all__ = ["HttpConfig", "add_arguments", "config_from", "DEFAULT_LISTEN", "BUSY_STATUSES"]
 
@@ -62,69 +60,38 @@ _SHARED = (
 )
 
 
-def _help(text: str, default: Any) -> str:
-    return f"{text} (default: {default})"
-
-
 def add_arguments(p: argparse.ArgumentParser) -> None:
     """The options of ``serve http``; every default shown is the one in force. A value
     given here beats the config file's."""
     d = HttpConfig()
     s = d.serve
     p.add_argument("--config", metavar="FILE", help="a JSON (or, on Python 3.11+, TOML) file of these settings by their long names with underscores, such as {\"deadline_s\": 30, \"max_queue\": 512}")
-    p.add_argument("--listen", metavar="HOST:PORT", help=_help("where to listen; port 0 picks a free one, printed on stderr", DEFAULT_LISTEN))
+    p.add_argument("--listen", metavar="HOST:PORT", help=help_text("where to listen; port 0 picks a free one, printed on stderr", DEFAULT_LISTEN))
     p.add_argument("--token", metavar="TOKEN", help="require 'Authorization: Bearer TOKEN' on every request but /healthz and /v1/ping; needed to listen on any address but loopback (also $WASI_PYTHON_MCP_TOKEN, as serve mcp)")
-    p.add_argument("--deadline-s", type=float, help=_help("each run's wall-clock deadline, and the most a request's run_timeout or deadline_s may ask", s.deadline_s))
-    p.add_argument("--memory-bytes", type=int, help=_help("each guest's memory cap, and the most a request's memory_limit_MB or memory_bytes may ask", s.memory_bytes))
-    p.add_argument("--output-bytes", type=int, help=_help("each run's cap on stdout and on stderr", s.output_bytes))
+    p.add_argument("--deadline-s", type=float, help=help_text("each run's wall-clock deadline, and the most a request's run_timeout or deadline_s may ask", s.deadline_s))
+    p.add_argument("--memory-bytes", type=int, help=help_text("each guest's memory cap, and the most a request's memory_limit_MB or memory_bytes may ask", s.memory_bytes))
+    p.add_argument("--output-bytes", type=int, help=help_text("each run's cap on stdout and on stderr", s.output_bytes))
     p.add_argument("--preload", action="append", metavar="MODULE", help="a module imported before each run, repeatable (default: numpy, pandas, matplotlib.pyplot)")
     p.add_argument("--no-preload", action="store_true", help="start each run with nothing preloaded")
     p.add_argument("--mount", action="append", metavar="HOST:GUEST", help="a host folder every guest reads at GUEST, repeatable (default: none)")
     p.add_argument("--mount-rw", action="append", metavar="HOST:GUEST", help="a host folder every guest may also write, repeatable (default: none)")
-    p.add_argument("--max-sessions", type=int, help=_help("sessions (/v1/sessions) alive at once", s.max_sessions))
-    p.add_argument("--session-idle-s", type=float, help=_help("a session that rests this long ends", s.session_idle_s))
-    p.add_argument("--session-lifetime-s", type=float, help=_help("a session ends this long after it started", s.session_lifetime_s))
-    p.add_argument("--workers", type=int, help=_help("guests running at once (in-process backend)", f"the CPUs, {d.workers}"))
-    p.add_argument("--max-queue", type=int, help=_help("runs waiting for a guest; past it a request is answered --busy-status", d.max_queue))
-    p.add_argument("--busy-status", type=int, choices=BUSY_STATUSES, help=_help("the HTTP status past the queue (with Retry-After: 1)", d.busy_status))
-    p.add_argument("--max-body-bytes", type=int, help=_help("a request body's cap (413 past it, refused from Content-Length before reading)", d.max_body_bytes))
-    p.add_argument("--max-batch", type=int, help=_help("programs in one /v1/batch", d.max_batch))
-    p.add_argument("--shutdown-grace-s", type=float, help=_help("after SIGTERM, how long runs in flight may finish before they are cancelled", d.shutdown_grace_s))
+    p.add_argument("--max-sessions", type=int, help=help_text("sessions (/v1/sessions) alive at once", s.max_sessions))
+    p.add_argument("--session-idle-s", type=float, help=help_text("a session that rests this long ends", s.session_idle_s))
+    p.add_argument("--session-lifetime-s", type=float, help=help_text("a session ends this long after it started", s.session_lifetime_s))
+    p.add_argument("--workers", type=int, help=help_text("guests running at once (in-process backend)", f"the CPUs, {d.workers}"))
+    p.add_argument("--max-queue", type=int, help=help_text("runs waiting for a guest; past it a request is answered --busy-status", d.max_queue))
+    p.add_argument("--busy-status", type=int, choices=BUSY_STATUSES, help=help_text("the HTTP status past the queue (with Retry-After: 1)", d.busy_status))
+    p.add_argument("--max-body-bytes", type=int, help=help_text("a request body's cap (413 past it, refused from Content-Length before reading)", d.max_body_bytes))
+    p.add_argument("--max-batch", type=int, help=help_text("programs in one /v1/batch", d.max_batch))
+    p.add_argument("--shutdown-grace-s", type=float, help=help_text("after SIGTERM, how long runs in flight may finish before they are cancelled", d.shutdown_grace_s))
     p.add_argument("--ray", metavar="auto|local|ADDRESS", help="run the guests on a wasi_python.ray SandboxPool: 'auto' joins the running cluster, ADDRESS the cluster there, 'local' starts one in this process (needs the ray extra; default: in-process)")
-    p.add_argument("--ray-actors", type=int, help=_help("the pool's actors", "the cluster's CPUs over --ray-cpus-per-actor"))
-    p.add_argument("--ray-cpus-per-actor", type=int, help=_help("guests at once per actor (and the CPUs each reserves)", d.ray_cpus_per_actor))
-
-
-def _read_file(path: str) -> dict[str, Any]:
-    text = Path(path).read_text(encoding="utf-8")
-    if path.endswith(".toml"):
-        import tomllib  # Python 3.11+
-
-        data: Any = tomllib.loads(text)
-    else:
-        data = json.loads(text)
-    if not isinstance(data, dict):
-        raise ConfigError(f"config: {path} must hold an object of settings")
-    return data
-
-
-def _positive(name: str, value: Any, kind: type, zero: bool = False) -> Any:
-    if isinstance(value, bool):
-        raise ConfigError(f"{name}: {value!r} is not a {kind.__name__}")
-    try:
-        v = kind(value)
-    except (TypeError, ValueError):
-        raise ConfigError(f"{name}: {value!r} is not a {kind.__name__}") from None
-    if kind is int and v != value:
-        raise ConfigError(f"{name}: {value!r} is not a whole number")
-    if v < 0 or (v == 0 and not zero):
-        raise ConfigError(f"{name}: must be {'zero or more' if zero else 'positive'}, not {value!r}")
-    return v
+    p.add_argument("--ray-actors", type=int, help=help_text("the pool's actors", "the cluster's CPUs over --ray-cpus-per-actor"))
+    p.add_argument("--ray-cpus-per-actor", type=int, help=help_text("guests at once per actor (and the CPUs each reserves)", d.ray_cpus_per_actor))
 
 
 def config_from(ns: argparse.Namespace) -> HttpConfig:
     """The settings of a parsed command line, over its config file's, over the defaults."""
-    given: dict[str, Any] = _read_file(ns.config) if ns.config else {}
+    given: dict[str, Any] = read_file(ns.config) if ns.config else {}
     known = set(_SHARED) | _OWN | {"listen"}
     unknown = sorted(set(given) - known)
     if unknown:
@@ -151,11 +118,11 @@ def checked_http(given: dict[str, Any]) -> HttpConfig:
     out: dict[str, Any] = {"serve": checked(shared)}
     for name in ("workers", "max_body_bytes", "max_batch"):
         if given.get(name) is not None:
-            out[name] = _positive(name, given[name], int)
+            out[name] = positive(name, given[name], int)
     if given.get("max_queue") is not None:
-        out["max_queue"] = _positive("max_queue", given["max_queue"], int, zero=True)
+        out["max_queue"] = positive("max_queue", given["max_queue"], int, zero=True)
     if given.get("shutdown_grace_s") is not None:
-        out["shutdown_grace_s"] = _positive("shutdown_grace_s", given["shutdown_grace_s"], float, zero=True)
+        out["shutdown_grace_s"] = positive("shutdown_grace_s", given["shutdown_grace_s"], float, zero=True)
     if given.get("busy_status") is not None:
         status = given["busy_status"]
         if isinstance(status, bool) or status not in BUSY_STATUSES:
@@ -167,9 +134,9 @@ def checked_http(given: dict[str, Any]) -> HttpConfig:
             raise ConfigError(f"ray: 'auto', 'local' or a cluster's address, not {ray!r}")
         out["ray"] = ray.strip()
     if given.get("ray_actors") is not None:
-        out["ray_actors"] = _positive("ray_actors", given["ray_actors"], int)
+        out["ray_actors"] = positive("ray_actors", given["ray_actors"], int)
     if given.get("ray_cpus_per_actor") is not None:
-        out["ray_cpus_per_actor"] = _positive("ray_cpus_per_actor", given["ray_cpus_per_actor"], int)
+        out["ray_cpus_per_actor"] = positive("ray_cpus_per_actor", given["ray_cpus_per_actor"], int)
     if out.get("ray") is None and ("ray_actors" in out or "ray_cpus_per_actor" in out):
         raise ConfigError("ray_actors and ray_cpus_per_actor need --ray")
     return HttpConfig(**out)
