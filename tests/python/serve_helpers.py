@@ -102,18 +102,19 @@ def stdio_client(*options: str) -> McpClient:
     return McpClient(lambda: mcp.Client(params))
 
 
-class HttpServer:
-    """``serve mcp --http 127.0.0.1:0``, its port read from its stderr (bounded), stopped
-    by SIGTERM then SIGKILL."""
+class ListeningServer:
+    """A server process started with `argv` whose URL is read from its stderr ("listening
+    on http://..."), bounded by `start_s`; `stop` sends SIGTERM (a graceful end), SIGKILL
+    after `stop_s`, and returns the exit status."""
 
-    def __init__(self, *options: str) -> None:
-        self.log = tempfile.NamedTemporaryFile("w+b", prefix="serve-mcp-", suffix=".log", delete=False)
+    def __init__(self, argv: list[str], *, env: Optional[dict[str, str]] = None, start_s: float = CALL_BOUND_S, stop_s: float = 20) -> None:
+        self.stop_s = stop_s
+        self.log = tempfile.NamedTemporaryFile("w+b", prefix="serve-", suffix=".log", delete=False)
         self.proc = subprocess.Popen(
-            serve_argv("--http", "127.0.0.1:0", *options), env=server_env(),
-            stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=self.log,
+            argv, env=env or server_env(), stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=self.log,
         )
         self.url = ""
-        deadline = time.monotonic() + CALL_BOUND_S
+        deadline = time.monotonic() + start_s
         while time.monotonic() < deadline and self.proc.poll() is None:
             m = re.search(rb"listening on (http://\S+)", Path(self.log.name).read_bytes())
             if m:
@@ -126,6 +127,26 @@ class HttpServer:
 
     def stderr(self) -> str:
         return Path(self.log.name).read_bytes().decode(errors="replace")
+
+    def stop(self) -> int:
+        if self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGTERM)
+            try:
+                self.proc.wait(self.stop_s)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait(10)
+        self.log.close()
+        with contextlib.suppress(OSError):
+            os.unlink(self.log.name)
+        return self.proc.returncode
+
+
+class HttpServer(ListeningServer):
+    """``serve mcp --http 127.0.0.1:0``."""
+
+    def __init__(self, *options: str) -> None:
+        super().__init__(serve_argv("--http", "127.0.0.1:0", *options))
 
     def client(self, token: Optional[str]) -> McpClient:
         import httpx2
@@ -141,17 +162,3 @@ class HttpServer:
 
         return McpClient(lambda: mcp.Client(transport()))
 
-    def stop(self) -> int:
-        """Stops the server (SIGTERM, a graceful end; SIGKILL after 20 s) and returns its
-        exit status."""
-        if self.proc.poll() is None:
-            self.proc.send_signal(signal.SIGTERM)
-            try:
-                self.proc.wait(20)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait(10)
-        self.log.close()
-        with contextlib.suppress(OSError):
-            os.unlink(self.log.name)
-        return self.proc.returncode

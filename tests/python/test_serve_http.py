@@ -18,20 +18,18 @@ import contextlib
 import http.client
 import json
 import os
-import re
 import shutil
 import signal
 import socket
-import subprocess
 import sys
 import tempfile
 import time
-from pathlib import Path
 from typing import Any, Iterator, Optional
 
 import pytest
 
 from helpers import PYTHON_DIR
+from serve_helpers import ListeningServer
 
 import sandbox_fusion  # noqa: E402 - pinned in tests/requirements.txt
 from sandbox_fusion import RunCodeRequest  # noqa: E402
@@ -47,31 +45,14 @@ def server_env(**extra: str) -> dict[str, str]:
     return env
 
 
-class Server:
-    """``serve http --listen 127.0.0.1:0 OPTIONS``; its URL read from its stderr (bounded);
-    `stop` sends SIGTERM (then SIGKILL after 30 s) and returns the exit status."""
+class Server(ListeningServer):
+    """``serve http --listen 127.0.0.1:0 OPTIONS``; `stop` sends SIGTERM (then SIGKILL
+    after 30 s) and returns the exit status."""
 
     def __init__(self, *options: str, env: Optional[dict[str, str]] = None, start_s: float = BOUND_S) -> None:
-        self.log = tempfile.NamedTemporaryFile("w+b", prefix="serve-http-", suffix=".log", delete=False)
-        self.proc = subprocess.Popen(
-            [sys.executable, "-m", "wasi_python", "serve", "http", "--listen", "127.0.0.1:0", *options],
-            env=env or server_env(), stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=self.log,
-        )
-        self.url = ""
-        deadline = time.monotonic() + start_s
-        while time.monotonic() < deadline and self.proc.poll() is None:
-            m = re.search(rb"listening on (http://\S+)", Path(self.log.name).read_bytes())
-            if m:
-                self.url = m.group(1).decode()
-                break
-            time.sleep(0.05)
-        if not self.url:
-            self.stop()
-            raise RuntimeError(f"the HTTP server did not start:\n{self.stderr()}")
+        argv = [sys.executable, "-m", "wasi_python", "serve", "http", "--listen", "127.0.0.1:0", *options]
+        super().__init__(argv, env=env or server_env(), start_s=start_s, stop_s=30)
         self.port = int(self.url.rsplit(":", 1)[1])
-
-    def stderr(self) -> str:
-        return Path(self.log.name).read_bytes().decode(errors="replace")
 
     def request(self, method: str, path: str, body: Any = None, token: Optional[str] = None, raw: Optional[bytes] = None, timeout: float = BOUND_S) -> tuple[int, dict[str, str], bytes]:
         c = http.client.HTTPConnection("127.0.0.1", self.port, timeout=timeout)
@@ -102,18 +83,6 @@ class Server:
             time.sleep(0.02)
         raise AssertionError(f"the server never had {what}: {self.health()}")
 
-    def stop(self) -> int:
-        if self.proc.poll() is None:
-            self.proc.send_signal(signal.SIGTERM)
-            try:
-                self.proc.wait(30)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait(10)
-        self.log.close()
-        with contextlib.suppress(OSError):
-            os.unlink(self.log.name)
-        return self.proc.returncode
 
 
 @contextlib.contextmanager

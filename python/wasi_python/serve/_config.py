@@ -89,6 +89,18 @@ def help_text(text: str, default: Any) -> str:
     return f"{text} (default: {default})"
 
 
+def add_guest_arguments(p: argparse.ArgumentParser, d: ServeConfig) -> None:
+    """The options every ``serve`` command shares: what each guest starts with, its output
+    cap, and how long a session lives."""
+    p.add_argument("--output-bytes", type=int, help=help_text("each run's cap on stdout and on stderr", d.output_bytes))
+    p.add_argument("--preload", action="append", metavar="MODULE", help="a module imported before each run, repeatable (default: numpy, pandas, matplotlib.pyplot)")
+    p.add_argument("--no-preload", action="store_true", help="start each run with nothing preloaded")
+    p.add_argument("--mount", action="append", metavar="HOST:GUEST", help="a host folder every guest reads at GUEST, repeatable (default: none)")
+    p.add_argument("--mount-rw", action="append", metavar="HOST:GUEST", help="a host folder every guest may also write, repeatable (default: none)")
+    p.add_argument("--session-idle-s", type=float, help=help_text("a session that rests this long ends", d.session_idle_s))
+    p.add_argument("--session-lifetime-s", type=float, help=help_text("a session ends this long after it started", d.session_lifetime_s))
+
+
 def add_arguments(p: argparse.ArgumentParser) -> None:
     """The options of ``serve mcp``; every default shown is the one in force. A value given
     here beats the config file's."""
@@ -98,14 +110,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--token", metavar="TOKEN", help="require 'Authorization: Bearer TOKEN' on HTTP; needed to listen on any address but loopback (also $WASI_PYTHON_MCP_TOKEN)")
     p.add_argument("--deadline-s", type=float, help=help_text("each run's wall-clock deadline, and the most a call's timeout_s may ask", d.deadline_s))
     p.add_argument("--memory-bytes", type=int, help=help_text("each guest's memory cap", d.memory_bytes))
-    p.add_argument("--output-bytes", type=int, help=help_text("each run's cap on stdout and on stderr", d.output_bytes))
-    p.add_argument("--preload", action="append", metavar="MODULE", help="a module imported before each run, repeatable (default: numpy, pandas, matplotlib.pyplot)")
-    p.add_argument("--no-preload", action="store_true", help="start each run with nothing preloaded")
-    p.add_argument("--mount", action="append", metavar="HOST:GUEST", help="a host folder the guest reads at GUEST, repeatable (default: none)")
-    p.add_argument("--mount-rw", action="append", metavar="HOST:GUEST", help="a host folder the guest may also write, repeatable (default: none)")
+    add_guest_arguments(p, d)
     p.add_argument("--max-sessions", type=int, help=help_text("named sessions alive at once", d.max_sessions))
-    p.add_argument("--session-idle-s", type=float, help=help_text("a session that rests this long ends", d.session_idle_s))
-    p.add_argument("--session-lifetime-s", type=float, help=help_text("a session ends this long after it started", d.session_lifetime_s))
     p.add_argument("--upstream", metavar="SERVERS_JSON", help="an mcpServers file of MCP servers whose tools the guest calls (code mode; default: none)")
     p.add_argument("--upstream-timeout-s", type=float, help=help_text("each upstream tool call's bound", d.upstream_timeout_s))
     p.add_argument("--upstream-start-s", type=float, help=help_text("each upstream's bound to start and list its tools", d.upstream_start_s))

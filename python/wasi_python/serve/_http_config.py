@@ -10,7 +10,7 @@ import os
 from dataclasses import dataclass, field, fields
 from typing import Any, Optional
 
-from ._config import ConfigError, ServeConfig, checked, help_text, positive, read_file
+from ._config import ConfigError, ServeConfig, add_guest_arguments, checked, help_text, positive, read_file
 
 __all__ = ["HttpConfig", "add_arguments", "config_from", "DEFAULT_LISTEN", "BUSY_STATUSES"]
 
@@ -70,14 +70,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--token", metavar="TOKEN", help="require 'Authorization: Bearer TOKEN' on every request but /healthz and /v1/ping; needed to listen on any address but loopback (also $WASI_PYTHON_MCP_TOKEN, as serve mcp)")
     p.add_argument("--deadline-s", type=float, help=help_text("each run's wall-clock deadline, and the most a request's run_timeout or deadline_s may ask", s.deadline_s))
     p.add_argument("--memory-bytes", type=int, help=help_text("each guest's memory cap, and the most a request's memory_limit_MB or memory_bytes may ask", s.memory_bytes))
-    p.add_argument("--output-bytes", type=int, help=help_text("each run's cap on stdout and on stderr", s.output_bytes))
-    p.add_argument("--preload", action="append", metavar="MODULE", help="a module imported before each run, repeatable (default: numpy, pandas, matplotlib.pyplot)")
-    p.add_argument("--no-preload", action="store_true", help="start each run with nothing preloaded")
-    p.add_argument("--mount", action="append", metavar="HOST:GUEST", help="a host folder every guest reads at GUEST, repeatable (default: none)")
-    p.add_argument("--mount-rw", action="append", metavar="HOST:GUEST", help="a host folder every guest may also write, repeatable (default: none)")
+    add_guest_arguments(p, s)
     p.add_argument("--max-sessions", type=int, help=help_text("sessions (/v1/sessions) alive at once", s.max_sessions))
-    p.add_argument("--session-idle-s", type=float, help=help_text("a session that rests this long ends", s.session_idle_s))
-    p.add_argument("--session-lifetime-s", type=float, help=help_text("a session ends this long after it started", s.session_lifetime_s))
     p.add_argument("--workers", type=int, help=help_text("guests running at once (in-process backend)", f"the CPUs, {d.workers}"))
     p.add_argument("--max-queue", type=int, help=help_text("runs waiting for a guest; past it a request is answered --busy-status", d.max_queue))
     p.add_argument("--busy-status", type=int, choices=BUSY_STATUSES, help=help_text("the HTTP status past the queue (with Retry-After: 1)", d.busy_status))
