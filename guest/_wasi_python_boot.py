@@ -25,6 +25,7 @@ one file instead of walking the folder: each WASI file call costs the guest abou
 sources, for tracebacks, `inspect.getsource` and a missing bundle.
 """
 
+import builtins
 import gc
 import marshal
 import os
@@ -46,12 +47,17 @@ _held = None
 _held_imports = {}  # the modules their execution imported: {name: module}
 built_at = None  # in a snapshot: the monotonic clock when its build ended
 _host_call = None  # in a snapshot: `_door_call()`, kept by its build
+_builtins = builtins.__dict__  # where `install` puts `display`
 
 
 def find_spec(name, path=None, target=None):
-    """The spec of `host` or one of its modules, from the bundle; None for any other."""
+    """The spec of `host` or one of its modules, from the bundle; pyplot's, from the
+    finders after this one, to show its figures as displays (`_pyplot_spec`); None for
+    any other."""
     global _bundle
     if name != "host" and not name.startswith("host."):
+        if name == "matplotlib.pyplot":
+            return _pyplot_spec(path, target)
         return None
     if _bundle is None:
         _bundle = _read_bundle()
@@ -105,6 +111,8 @@ def exec_module(module):
 def install():
     if sys.modules[__name__] not in sys.meta_path:
         sys.meta_path.insert(0, sys.modules[__name__])
+    if "display" not in _builtins:
+        _builtins["display"] = display
     global _reactor_refresh
     if _reactor._refresh is not _refresh:
         _reactor_refresh = _reactor._refresh
@@ -132,6 +140,15 @@ def _run_turn(text, name):
         return go()
     if text == _SERVE_TURN:
         return serve()
+    _display_begin()
+    try:
+        return _turn(text, name)
+    finally:
+        _figures_end()
+
+
+def _turn(text, name):
+    """`_run_turn`'s work, between the displays' start and the figures' end."""
     global _image_env, _rng_views
     _image_env = None  # a turn may change the environment
     _rng_views = None  # and the generators
@@ -140,12 +157,12 @@ def _run_turn(text, name):
         # ASCII only: the parser would NFKC-normalise any other identifier first.
         scope = sys.modules["__main__"].__dict__
         if bare in scope:
-            sys.displayhook(scope[bare])
+            _echo(scope[bare])
             return None
         builtins = scope.get("__builtins__")
         builtins = getattr(builtins, "__dict__", builtins)
         if type(builtins) is dict and bare in builtins:
-            sys.displayhook(builtins[bare])
+            _echo(builtins[bare])
             return None
     compiled = _compiled_turn(text, name)
     if compiled is not None:
@@ -157,9 +174,38 @@ def _run_turn(text, name):
         for code in codes:
             exec(code, scope)
         if expr is not None:
-            sys.displayhook(eval(expr, scope))
+            _echo(eval(expr, scope))
         return None
-    return _reactor_run_turn(text, name)
+    hook = sys.displayhook
+    echo = sys.displayhook = _Echo(hook)
+    try:
+        return _reactor_run_turn(text, name)
+    finally:
+        if sys.displayhook is echo:  # the turn's own, if it set one, stays
+            sys.displayhook = hook
+
+
+def _echo(value, hook=None):
+    """A turn's echo of its last expression: `sys.displayhook` (or `hook`) prints it, as
+    the reactor does; then a value with a rich representation is also the turn's result
+    display (guest/host/_display.py, `result`). Values of the types in `_PLAIN` have
+    none: nothing more is done for them."""
+    (hook or sys.displayhook)(value)
+    if value is not None and type(value) not in _PLAIN:
+        _displays().result(value)
+
+
+class _Echo:
+    """`sys.displayhook` while the reactor runs a turn (`_run_turn`): `_echo` with the
+    hook it replaced."""
+
+    __slots__ = ("hook",)
+
+    def __init__(self, hook):
+        self.hook = hook
+
+    def __call__(self, value):
+        _echo(value, self.hook)
 
 
 def _compiled_turn(text, name):
@@ -243,6 +289,9 @@ def _first_word(line):
 # Its frames carry the reactor's file name, so tracebacks leave them out as they leave
 # out the reactor's own (the reactor's report skips leading `<reactor>` frames).
 _run_turn.__code__ = _run_turn.__code__.replace(co_filename="<reactor>")
+_turn.__code__ = _turn.__code__.replace(co_filename="<reactor>")
+_echo.__code__ = _echo.__code__.replace(co_filename="<reactor>")
+_Echo.__call__.__code__ = _Echo.__call__.__code__.replace(co_filename="<reactor>")
 _reactor_run_turn = None  # the reactor's own, which `_run_turn` wraps
 
 # A fresh run's turn from a snapshot (crates/runtime/src/run.rs, `GO_TURN`): one fixed
@@ -278,6 +327,117 @@ _CLAUSES = tuple("elif else except finally case".split())
 # `sys.displayhook` (CALL_INTRINSIC_1 INTRINSIC_PRINT), then returns None. No other
 # simple statement ends so.
 _ECHO = compile("0", "<echo>", "single").co_code[-8:]
+
+# Values `_echo` hands to `sys.displayhook` only: no type here has a representation
+# beside its repr (guest/host/_display.py), so no turn that shows one imports that module.
+_PLAIN = frozenset(
+    (int, float, complex, bool, str, bytes, bytearray, list, tuple, dict, set, frozenset,
+     range, type, type(len), type(install), type(sys), type(Ellipsis))
+)
+
+
+# --- displays (guest/host/_display.py) --------------------------------------------------
+# The module that makes them is imported when a program or turn first shows something:
+# `display` is called, pyplot's `show` is, a turn's value may be rich (`_echo`), or pyplot
+# holds figures at the end of a run or turn (`_figures_end`). Nothing else of a run looks
+# at it, and nothing here imports matplotlib.
+
+
+def display(*objs, include=None, exclude=None, metadata=None, raw=False):
+    """Shows each object as a notebook would, beside the run's output: its MIME bundle
+    (`text/plain`, `text/html`, `image/png`, ... from its `_repr_*_` methods; a
+    matplotlib figure as a PNG). The builtin `display` of every run and session; the
+    same as ``from host import display``."""
+    _displays().display(*objs, include=include, exclude=exclude, metadata=metadata, raw=raw)
+
+
+display.__module__ = "builtins"
+
+
+def _displays():
+    """`host._display`, imported on first use."""
+    module = sys.modules.get("host._display")
+    if module is None:
+        __import__("host._display")
+        module = sys.modules["host._display"]
+    return module
+
+
+def _display_begin():
+    """A run or turn starts: the displays' state of the last one is forgotten (the host's
+    `cut`, the figures shown)."""
+    module = sys.modules.get("host._display")
+    if module is not None:
+        module.begin()
+
+
+def _figures_end():
+    """A run or turn ends: the figures pyplot holds open become displays (with figures
+    on), then are closed. A look at one dict when pyplot is loaded; nothing without it."""
+    helpers = sys.modules.get("matplotlib._pylab_helpers")
+    if helpers is None or "matplotlib.pyplot" not in sys.modules:
+        return
+    try:
+        if helpers.Gcf.figs:
+            _displays().end()
+    except Exception:  # noqa: BLE001 - host._display reports what failed; the run ends as it would
+        pass
+
+
+def _pyplot_show(*args, **kwargs):
+    """`matplotlib.pyplot.show` in the guest: each open figure becomes a PNG display, then
+    all are closed (the inline backend of notebooks); with `WASI_PYTHON_FIGURES=off`,
+    matplotlib's own `show`."""
+    return _displays().show(_pyplot_own_show, *args, **kwargs)
+
+
+_pyplot_own_show = None  # matplotlib's `show`, which `_pyplot_show` replaced
+
+
+def _hook_pyplot(pyplot):
+    """Puts `_pyplot_show` in `pyplot` in place of its `show` (once)."""
+    global _pyplot_own_show
+    own = getattr(pyplot, "show", None)
+    if own is not None and own is not _pyplot_show:
+        _pyplot_own_show = own
+        _pyplot_show.__doc__ = own.__doc__
+        pyplot.show = _pyplot_show
+
+
+def _pyplot_spec(path, target):
+    """pyplot's spec, as the finders after this one find it, with a loader that puts
+    `_pyplot_show` in place of its `show` once the module is executed (then leaves the
+    module with its own loader): pyplot imported by a program (no preload image holds it)
+    shows its figures as one from the image does."""
+    me = sys.modules[__name__]
+    for finder in sys.meta_path:
+        find = getattr(finder, "find_spec", None) if finder is not me else None
+        spec = find("matplotlib.pyplot", path, target) if find is not None else None
+        if spec is not None:
+            if hasattr(spec.loader, "exec_module"):
+                spec.loader = _PyplotLoader(spec.loader)
+            return spec
+    return None
+
+
+class _PyplotLoader:
+    """pyplot's own loader, which `_pyplot_spec` wraps."""
+
+    def __init__(self, loader):
+        self.loader = loader
+
+    def create_module(self, spec):
+        return self.loader.create_module(spec)
+
+    def exec_module(self, module):
+        spec = module.__spec__
+        spec.loader = module.__loader__ = self.loader
+        self.loader.exec_module(module)
+        _hook_pyplot(module)
+
+    def __getattr__(self, name):
+        return getattr(self.loader, name)
+
 
 _reactor_refresh = None  # the reactor's own, which `_refresh` wraps
 _seeded = False  # the generators were reseeded ahead of this run (`serve`)
@@ -462,6 +622,8 @@ def preload(names):
             sys.stderr.flush()
             raise SystemExit(3) from None
     _warm()
+    if "matplotlib.pyplot" in sys.modules:
+        _hook_pyplot(sys.modules["matplotlib.pyplot"])
     _bundle_loaded()
     _hold()
     global _host_call, _image_env, _rng_views
@@ -530,7 +692,9 @@ def _warm():
     the build: their one-time set-up (caches, dtype and dispatch tables filled on first
     use) then lies in the snapshot instead of costing every run. numpy's steps import
     nothing; pandas' import `numpy.rec` and `pandas.io.formats.string`, which are then in
-    `sys.modules` as in a program that takes them. Nothing else is left behind."""
+    `sys.modules` as in a program that takes them. Nothing else is left behind. (A
+    figure is not drawn here: matplotlib's font would stay open, which no snapshot can
+    carry.)"""
     np = sys.modules.get("numpy")
     pd = sys.modules.get("pandas")
     try:
@@ -624,6 +788,7 @@ def main(argv=None, env=None, workdir=None, restored=False, compiled=None, in_ma
     if env is not None and not restored:
         restore(None, workdir, reseed=False)
     install()
+    _display_begin()
     argv = [sys.executable, *(sys.argv[1:] if argv is None else argv)]
     sys.orig_argv = argv
     if env is not None and len(argv) > 2 and argv[1] == "-c":
@@ -902,7 +1067,9 @@ def finish():
     """What interpreter finalisation does that a program can observe: atexit handlers,
     `__main__` torn down so unclosed files flush, the streams flushed. The end of a run,
     and a session's close: the rest of CPython's teardown (hundreds of milliseconds with
-    pandas loaded) is skipped, since the host drops the instance anyway."""
+    pandas loaded) is skipped, since the host drops the instance anyway. First, the
+    figures pyplot holds open become displays (`_figures_end`), as at a turn's end."""
+    _figures_end()
     atexit = sys.modules.get("atexit") or __import__("atexit")
     atexit._run_exitfuncs()
     main = sys.modules.get("__main__")

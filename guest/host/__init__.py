@@ -2,7 +2,8 @@
 
 ``from host import tools`` asks the host once for the tools this run offers
 and gives one function per tool.  A call that fails raises a ToolError
-subclass; the program runs on.  ``import host`` alone sends nothing.
+subclass; the program runs on.  ``from host import display`` shows an object
+as a notebook would (host._display).  ``import host`` alone sends nothing.
 """
 
 PROTOCOL = 1
@@ -39,9 +40,15 @@ def __getattr__(name):
         for n in _ERRORS:
             g[n] = getattr(_errors, n)
         return g[name]
+    if name == "display":
+        # host._display, imported on first use like the exception classes.
+        from host._display import display
+
+        globals()["display"] = display
+        return display
     raise AttributeError(f"module 'host' has no attribute {name!r}")
 
 
 def __dir__():
-    return sorted(set(globals()) | _ERRORS)
+    return sorted(set(globals()) | _ERRORS | {"display"})
 
