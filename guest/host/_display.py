@@ -86,10 +86,11 @@ def display(*objs, include=None, exclude=None, metadata=None, raw=False):
             _send(data, meta)
 
 
-def bundle(obj, include=None, exclude=None):
+def bundle(obj, include=None, exclude=None, plain=True):
     """(data, metadata): `obj`'s MIME bundle by IPython's rules (`DisplayFormatter.format`),
     every value JSON-ready (bytes as base64 text). A method that raises or returns the wrong
-    type is reported on stderr and its type left out, as IPython does."""
+    type is reported on stderr and its type left out, as IPython does. `plain=False`
+    leaves `text/plain` to the caller (`result`: `repr` only for a rich value)."""
     data, meta = {}, {}
     claims_all = _claims_every_name(obj)
     method = None if claims_all else _method(obj, "_repr_mimebundle_")
@@ -108,7 +109,7 @@ def bundle(obj, include=None, exclude=None):
         if exclude:
             data = {k: v for k, v in data.items() if k not in exclude}
             meta = {k: v for k, v in meta.items() if k not in exclude}
-    if "text/plain" not in data and _wanted("text/plain", include, exclude):
+    if plain and "text/plain" not in data and _wanted("text/plain", include, exclude):
         try:
             data["text/plain"] = repr(obj)
         except Exception:  # noqa: BLE001 - reported, as IPython reports a formatter's error
@@ -145,13 +146,18 @@ def result(value):
     try:
         if _plain_only(value):
             return
-        data, meta = bundle(value)
+        data, meta = bundle(value, plain=False)
+        if not data or list(data) == ["text/plain"]:
+            return  # no rich form after all (pandas' Series: a `_repr_latex_` that gives None)
+        if "text/plain" not in data:
+            text = _text(value)
+            if text is not None:
+                data = {"text/plain": text, **data}
     except Exception:  # noqa: BLE001 - the echo printed; a broken representation is reported
         _report(value, "the result's representation")
         return
-    if len(data) > 1 or (data and "text/plain" not in data):
-        meta["wasi_python"] = {"result": True}
-        _send(data, meta, echo=False)  # its text is printed already
+    meta["wasi_python"] = {"result": True}
+    _send(data, meta, echo=False)  # its text is printed already
 
 
 def _plain_only(value):

@@ -216,8 +216,20 @@ def test_cut_stops_sending_for_the_run_and_bad_prints_the_text(shown, capsys, gu
 def test_a_turn_result_is_sent_only_when_rich(shown):
     display, door = shown()
     result = sys.modules["host._display"].result
+    reprs = []
+
+    class LatexNone:  # as pandas' Series: a rich method that gives nothing
+        def _repr_latex_(self):
+            return None
+
+        def __repr__(self):
+            reprs.append(1)
+            return "LatexNone()"
+
     result(5)
     result(object())
+    result(LatexNone())
+    assert reprs == []  # its echo printed it; no rich form, so not made again
     result(Rich())
     [frame] = door.frames
     assert frame["metadata"] == {"wasi_python": {"result": True}}
