@@ -5,11 +5,12 @@
     b'42\\n'
 """
 
-from ._async import run_async, set_async_workers
+from ._async import run_async, set_async_workers, stream
 from ._files import Errno, FileProvider, MemoryFiles, Mount, Stat, WritableFileProvider, ZipFiles
 from ._launch import keep_frame_stacks, launch_policy, set_launch_policy
+from ._network import Network, NetworkRecord, NetworkRequest, Secret
 from ._notices import Notice, notices
-from ._records import Completed, FileFault, FileRecord
+from ._records import Completed, Display, FileFault, FileRecord, Stderr, Stdout
 from ._run import DEFAULTS, TOOL_DEFAULTS, ArtifactsMissing, PreloadError, artifacts, default_preload, prepare, run
 from ._session import Session, SessionBusy, SessionEnded
 from ._snapshot import Snapshot, SnapshotError
@@ -18,12 +19,16 @@ from ._types import Grant
 __all__ = [
     "run",
     "run_async",
+    "stream",
     "Session",
     "SessionEnded",
     "SessionBusy",
     "Snapshot",
     "SnapshotError",
     "Completed",
+    "Display",
+    "Stdout",
+    "Stderr",
     "Grant",
     "Mount",
     "FileProvider",
@@ -34,6 +39,10 @@ __all__ = [
     "ZipFiles",
     "FileRecord",
     "FileFault",
+    "Network",
+    "Secret",
+    "NetworkRecord",
+    "NetworkRequest",
     "artifacts",
     "ArtifactsMissing",
     "PreloadError",

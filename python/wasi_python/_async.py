@@ -13,18 +13,18 @@ import itertools
 import os
 import threading
 import weakref
-from typing import TYPE_CHECKING, Any, Callable, Iterable, Mapping, Optional, Sequence
+from typing import TYPE_CHECKING, Any, AsyncIterator, Callable, Iterable, Mapping, Optional, Sequence
 
 if TYPE_CHECKING:
     import asyncio
 
-from . import _run
+from . import _run, _stream
 from . import _wasi_python as _ext
 from ._cancel import CancelWatch, is_asyncio_event
-from ._records import Completed, completed_from_ext
+from ._records import Completed, Display, Stderr, Stdout, completed_from_ext
 from ._types import Grant
 
-__all__ = ["run_async", "set_async_workers"]
+__all__ = ["run_async", "set_async_workers", "stream"]
 
 _pool: Optional[concurrent.futures.ThreadPoolExecutor] = None
 # One guest more than the CPUs: a run's slot passes to the next run through the event
@@ -149,15 +149,24 @@ async def run_async(
     mounts: Iterable[Any] = (),
     max_file_calls: Optional[int] = _run.DEFAULTS["max_file_calls"],
     snapshot: Any = None,
+    network: Any = None,
+    secrets: Any = None,
+    display_bytes: int = _run.DEFAULTS["display_bytes"],
+    on_stdout: Any = None,
+    on_stderr: Any = None,
+    on_display: Any = None,
 ) -> Completed:
     """``await run_async(argv, ...)``: like ``run``, with the same keywords and result.
 
     Cancelling the awaiting task stops the guest at once (it ends "cancelled"); a tool
     running then is cancelled at its next await (async) or abandoned (sync). Async tools
-    and gates run on the event loop that awaits this call.
+    and gates run on the event loop that awaits this call, and so do the streaming
+    callbacks (``on_stdout``, ``on_stderr``, ``on_display``): async ones are awaited in
+    turn, in the order the guest wrote, all before this returns.
     """
     import asyncio  # loaded already: an event loop is awaiting this
 
+    handlers = None
     if _run.plain(locals(), _RUN_ASYNC_DEFAULTS):
         plan = None
         start = _run.plain_args(argv, stdin)[:4]
@@ -165,25 +174,31 @@ async def run_async(
         plan = _run.make_plan(
             argv, stdin, env, grants, memory_bytes, deadline_s, output_bytes, fuel, cancel,
             tools, gate, max_tool_calls, max_tool_request_bytes, host,
-            file_write_bytes, max_open_files, workdir, preload, mounts, max_file_calls, snapshot,
+            file_write_bytes, max_open_files, workdir, preload, mounts, max_file_calls, snapshot, network, secrets,
+            display_bytes,
         )
+        handlers = _stream.check_handlers(on_stdout, on_stderr, on_display, allow_async=True)
         start = None
-        if plan.door is None and not plan.settings["mounts"]:
+        if plan.door is None and not plan.settings["mounts"] and plan.network is None:
             start = (plan.where, plan.args, plan.stdin, _run.ext_options(plan.settings, host=plan.host))
     loop = asyncio.get_running_loop()
     token = _ext.CancelToken()
     watch = _watch(cancel, token, loop)
+    events = _ext.EventStream() if handlers is not None else None
     try:
         await _slots.take()
         try:
             if start is not None:
-                fut = _started(start, token, loop)
+                fut = _started(start, token, loop, events)
             else:
-                fut = loop.run_in_executor(executor(), _run.execute, plan, token, loop)
+                fut = loop.run_in_executor(executor(), _run.execute, plan, token, loop, (events,) if events is not None else ())
                 fut.add_done_callback(lambda _: _slots.give())
         except BaseException:
             _slots.give()
             raise
+        if handlers is not None:
+            delivery = _stream.AsyncDelivery(handlers, token)
+            return delivery.finish(await _stream.streamed(fut, events, delivery, token, loop))
         try:
             return await asyncio.shield(fut)
         except asyncio.CancelledError:
@@ -200,6 +215,53 @@ async def run_async(
 
 
 _RUN_ASYNC_DEFAULTS = _run.keyword_defaults(run_async)
+
+
+async def stream(argv: Sequence[str], **kwargs: Any) -> AsyncIterator[Stdout | Stderr | Display | Completed]:
+    """``async for event in wasi_python.stream(argv, ...)``: ``run_async``'s run (its
+    keywords but the callbacks), as it happens: a ``Stdout`` or ``Stderr`` (``.data``:
+    bytes) or a ``Display`` as the guest writes or shows it, in its order, and its
+    ``Completed`` last. Between two ``await``s of the loop the guest goes on; a consumer
+    that takes longer makes it wait at most 1 s in all, then events are left out of the
+    stream (``truncated`` names "stream"; the ``Completed`` has them). Leaving the loop
+    early (``break``, an exception, ``aclose()``) cancels the run."""
+    import asyncio
+
+    for name in ("on_stdout", "on_stderr", "on_display"):
+        if name in kwargs:
+            raise TypeError(f"stream() yields the events; {name}= is run_async's")
+    # One event at a time: the run's callbacks wait here while the consumer is busy,
+    # and the guest's bounded queue holds the rest.
+    queue: asyncio.Queue[Any] = asyncio.Queue(maxsize=1)
+    run = asyncio.ensure_future(
+        run_async(
+            argv,
+            on_stdout=lambda data: queue.put(Stdout(data)),
+            on_stderr=lambda data: queue.put(Stderr(data)),
+            on_display=queue.put,
+            **kwargs,
+        )
+    )
+    get: Optional[asyncio.Future[Any]] = None
+    try:
+        while True:
+            get = asyncio.ensure_future(queue.get())
+            await asyncio.wait((get, run), return_when=asyncio.FIRST_COMPLETED)
+            if get.done():
+                yield get.result()
+                continue
+            get.cancel()
+            # The run delivered every event before it returned: the last may wait here.
+            while not queue.empty():
+                yield queue.get_nowait()
+            yield run.result()
+            return
+    finally:
+        if get is not None and not get.done():
+            get.cancel()
+        if not run.done():
+            run.cancel()
+            await asyncio.gather(run, return_exceptions=True)
 
 
 class _LoopEnds:
@@ -248,7 +310,7 @@ def _ends_of(loop: asyncio.AbstractEventLoop) -> Optional[_LoopEnds]:
     return ends
 
 
-def _started(start: tuple[str, list[str], bytes, Any], token: Any, loop: asyncio.AbstractEventLoop) -> asyncio.Future[Completed]:
+def _started(start: tuple[str, list[str], bytes, Any], token: Any, loop: asyncio.AbstractEventLoop, events: Any = None) -> asyncio.Future[Completed]:
     """Starts a guest through the extension; the future is settled on ``loop`` when the
     run ends (and its slot is given back): by the loop's reader (``_LoopEnds``), or, on a
     loop without readers, by a call back from the guest thread."""
@@ -258,7 +320,7 @@ def _started(start: tuple[str, list[str], bytes, Any], token: Any, loop: asyncio
         key = next(ends.keys)
         ends.futures[key] = fut
         try:
-            _ext.start(*start, token, ends.ext, key)
+            _ext.start(*start, token, ends.ext, key, events)
         except BaseException:
             del ends.futures[key]
             raise
@@ -271,7 +333,7 @@ def _started(start: tuple[str, list[str], bytes, Any], token: Any, loop: asyncio
         except RuntimeError:  # the loop is closed: nobody awaits this run
             pass
 
-    _ext.start(*start, token, on_done)
+    _ext.start(*start, token, on_done, 0, events)
     return fut
 
 

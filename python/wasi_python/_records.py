@@ -9,9 +9,12 @@ Plain frozen data: this module imports neither the extension nor asyncio, so
 from __future__ import annotations
 
 from dataclasses import dataclass, field, fields
-from typing import Any, Mapping, Optional
+from typing import TYPE_CHECKING, Any, Mapping, Optional
 
-__all__ = ["Completed", "ToolOutcome", "ToolRecord", "FileFault", "FileRecord"]
+if TYPE_CHECKING:
+    from ._network import NetworkRecord
+
+__all__ = ["Completed", "ToolOutcome", "ToolRecord", "FileFault", "FileRecord", "Display", "Stdout", "Stderr"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -30,6 +33,14 @@ class Completed:
       the session's total so far.
     - ``files``: what the mounts' providers were asked (a ``FileRecord``) when
       ``mounts=`` was given, else None.
+    - ``network``: the requests the guest made through the host (a ``NetworkRecord``)
+      when ``network=`` was given, else None.
+    - ``displays``: what the guest showed (``host.display``, figures, a turn's rich
+      result), each a ``Display``, in order, at most ``display_bytes`` of them; past it
+      they are cut and ``truncated`` names "displays". ``truncated`` names "stream" when
+      a streaming run left events out of its stream (a callback too slow): they are here
+      all the same.
+    - ``bad_displays``: display frames the guest sent that were not one (not kept).
     """
 
     exit_code: Optional[int]
@@ -42,11 +53,83 @@ class Completed:
     tools: Optional["ToolRecord"] = field(default=None)
     file_bytes_written: int = 0
     files: Optional["FileRecord"] = field(default=None)
+    network: Optional["NetworkRecord"] = field(default=None)
+    displays: tuple["Display", ...] = ()
+    bad_displays: int = 0
 
     @property
     def ok(self) -> bool:
         """True when the guest exited with status 0."""
         return self.exit_code == 0 and self.trapped is None
+
+
+def mime_kind(mime: str) -> str:
+    """How a display carries ``mime``'s value: "json" (``application/json``, ``*+json``: any
+    JSON value), "binary" (``image/*`` but SVG, ``audio/*``, ``video/*``,
+    ``application/pdf``, ``application/octet-stream``: base64 text on the wire, bytes
+    here), or "text". The runtime checks frames by the same rule (display.rs)."""
+    if mime == "application/json" or mime.endswith("+json"):
+        return "json"
+    if mime == "image/svg+xml" or mime.startswith("text/"):
+        return "text"
+    if mime.startswith(("image/", "audio/", "video/")) or mime in ("application/pdf", "application/octet-stream"):
+        return "binary"
+    return "text"
+
+
+@dataclass(frozen=True, slots=True)
+class Display:
+    """One thing the guest showed, as Jupyter's ``display_data``: a MIME bundle.
+
+    - ``data``: MIME type to value: ``bytes`` for binary types (``image/png``,
+      ``image/jpeg``, ``application/pdf``, ...), the parsed JSON value for
+      ``application/json`` and ``*+json``, ``str`` for the rest (``text/plain``,
+      ``text/html``, ``text/markdown``, ``image/svg+xml``, ...).
+    - ``metadata``: Jupyter's metadata (``{"image/png": {"width": 640, ...}}``), or ``{}``.
+
+    ``to_jupyter()`` gives the wire form (binary as base64 text); in a notebook on the host,
+    a ``Display`` shows itself (``_repr_mimebundle_``).
+    """
+
+    data: Mapping[str, Any]
+    metadata: Mapping[str, Any] = field(default_factory=dict)
+
+    @classmethod
+    def from_json(cls, raw: bytes | str) -> "Display":
+        """A display from its JSON object (``{"data": {...}, "metadata": {...}}``), binary
+        values decoded from base64."""
+        import binascii
+        import json
+
+        obj = json.loads(raw)
+        data = {mime: binascii.a2b_base64(value) if mime_kind(mime) == "binary" else value for mime, value in obj["data"].items()}
+        return cls(data=data, metadata=obj.get("metadata") or {})
+
+    def to_jupyter(self) -> dict[str, Any]:
+        """Jupyter's ``display_data`` content: ``{"data": ..., "metadata": ...}`` with binary
+        values as base64 text, ready for ``json.dumps`` or an nbformat output."""
+        import base64
+
+        data = {mime: base64.b64encode(v).decode("ascii") if isinstance(v, (bytes, bytearray)) else v for mime, v in self.data.items()}
+        return {"data": data, "metadata": dict(self.metadata)}
+
+    def _repr_mimebundle_(self, include: Any = None, exclude: Any = None) -> tuple[dict[str, Any], dict[str, Any]]:
+        j = self.to_jupyter()
+        return j["data"], j["metadata"]
+
+
+@dataclass(frozen=True, slots=True)
+class Stdout:
+    """A streamed event: bytes the guest wrote to stdout (``wasi_python.stream``)."""
+
+    data: bytes
+
+
+@dataclass(frozen=True, slots=True)
+class Stderr:
+    """A streamed event: bytes the guest wrote to stderr (``wasi_python.stream``)."""
+
+    data: bytes
 
 
 @dataclass(frozen=True, slots=True)
@@ -142,6 +225,8 @@ def completed_from_ext(outcome: Any) -> Completed:
         tools=_tool_record(outcome.tools) if outcome.tools is not None else None,
         file_bytes_written=outcome.file_bytes_written,
         files=_file_record(outcome.files) if outcome.files is not None else None,
+        displays=tuple(map(Display.from_json, outcome.displays)),
+        bad_displays=outcome.bad_displays,
     )
 
 

@@ -16,11 +16,11 @@ if TYPE_CHECKING:
 
     from ._snapshot import Snapshot
 
-from . import _door, _files, _snapshot
+from . import _door, _files, _network, _snapshot, _stream
 from . import _wasi_python as _ext
 from ._cancel import cancel_token, check_cancel
 from ._files import Mount
-from ._records import Completed, completed_from_ext
+from ._records import Completed, Display, completed_from_ext
 from ._tools import as_tools, for_door
 from ._types import SIZE_MAX, Grant, check_int, check_seconds, check_utf8, items_of
 
@@ -40,6 +40,7 @@ atexit.register(_ext.sweep_private_folders, 0.25)
 #: cannot drift; every signature takes its defaults from here (a test checks).
 DEFAULTS: Mapping[str, Any] = MappingProxyType({k: _ext.DEFAULTS[k] for k in (
     "memory_bytes", "deadline_s", "output_bytes", "fuel", "file_write_bytes", "max_open_files", "max_file_calls",
+    "display_bytes",
 )})
 
 _ARTIFACTS_ENV = "WASI_PYTHON_ARTIFACTS"
@@ -300,6 +301,12 @@ def run(
     mounts: Iterable[Mount] = (),
     max_file_calls: Optional[int] = DEFAULTS["max_file_calls"],
     snapshot: Optional["Snapshot"] = None,
+    network: Optional[_network.Network] = None,
+    secrets: Optional[Mapping[str, _network.Secret]] = None,
+    display_bytes: int = DEFAULTS["display_bytes"],
+    on_stdout: Optional[Callable[[bytes], Any]] = None,
+    on_stderr: Optional[Callable[[bytes], Any]] = None,
+    on_display: Optional[Callable[[Display], Any]] = None,
 ) -> Completed:
     """Runs a CPython command line in the sandbox and returns how it ended.
 
@@ -329,6 +336,21 @@ def run(
     the guest from that interpreter, with its modules imported, instead of ``preload=``;
     the program runs in the session's ``__main__``, with its variables. A snapshot larger
     than ``memory_bytes`` is a ValueError before the run.
+
+    ``network=Network(hosts=[...])`` lets the guest make HTTP and HTTPS requests through
+    the host (``urllib.request.urlopen``, ``host.http``), within its allow-list and
+    bounds; ``secrets={"NAME": Secret(value, hosts=[...])}`` gives the guest placeholders
+    the host swaps for the values on requests to their hosts. ``Completed.network``
+    lists the requests. Off by default; see docs/network.md.
+
+    ``Completed.displays`` holds what the guest showed (``host.display``, figures), at
+    most ``display_bytes`` (default 16 MiB) of them. ``on_stdout``/``on_stderr`` (called
+    with bytes) and ``on_display`` (with a ``Display``) stream the run: called on this
+    thread as the guest writes, in its order; what they get is in the ``Completed`` too.
+    A slow callback stalls the guest at most 1 s in all (then events are left out of the
+    stream: ``truncated`` names "stream"); one that raises is called no more, and its
+    exception is raised once the run ends, with the ``Completed`` as its ``completed``
+    (a KeyboardInterrupt or SystemExit cancels the run first). See docs/displays.md.
     """
     # Only argv and stdin given (every other keyword its default object): spelled out,
     # since `plain(locals(), ...)` cost a run spaced 5 ms apart 50-60 us against 15-25
@@ -340,7 +362,8 @@ def run(
         and gate is d[8] and max_tool_calls is d[9] and max_tool_request_bytes is d[10]
         and host is d[11] and file_write_bytes is d[12] and max_open_files is d[13]
         and workdir is d[14] and preload is d[15] and mounts is d[16]
-        and max_file_calls is d[17] and snapshot is d[18]
+        and max_file_calls is d[17] and snapshot is d[18] and network is d[19] and secrets is d[20]
+        and display_bytes is d[21] and on_stdout is d[22] and on_stderr is d[23] and on_display is d[24]
     ):
         # The extension takes the commonest calls itself (its answer is the Completed),
         # or answers None: then checked here.
@@ -349,11 +372,17 @@ def run(
     plan = make_plan(
         argv, stdin, env, grants, memory_bytes, deadline_s, output_bytes, fuel, cancel,
         tools, gate, max_tool_calls, max_tool_request_bytes, host,
-        file_write_bytes, max_open_files, workdir, preload, mounts, max_file_calls, snapshot,
+        file_write_bytes, max_open_files, workdir, preload, mounts, max_file_calls, snapshot, network, secrets,
+        display_bytes,
     )
+    handlers = _stream.check_handlers(on_stdout, on_stderr, on_display, allow_async=False)
     token, watch = cancel_token(cancel)
     try:
-        return execute(plan, token, None)
+        if handlers is None:
+            return execute(plan, token, None)
+        token = token if token is not None else _ext.CancelToken()
+        delivery = _stream.SyncDelivery(handlers, token)
+        return delivery.finish(execute(plan, token, None, (_ext.EventStream(), delivery)))
     finally:
         if watch is not None:
             watch.stop()
@@ -431,6 +460,8 @@ class _Plan:
     settings: dict[str, Any]
     host: Any
     door: Optional[tuple[list[Any], Any, Optional[int], Optional[int]]]
+    #: ``(Network, {name: Secret})`` when the run has a network.
+    network: Optional[tuple[Any, dict[str, Any]]] = None
 
 
 def make_plan(
@@ -439,23 +470,26 @@ def make_plan(
     max_tool_calls: Any, max_tool_request_bytes: Any, host: Any,
     file_write_bytes: Any, max_open_files: Any, workdir: Any, preload: Any = None,
     mounts: Any = (), max_file_calls: Any = DEFAULTS["max_file_calls"], snapshot: Any = None,
+    network: Any = None, secrets: Any = None, display_bytes: Any = DEFAULTS["display_bytes"],
 ) -> _Plan:
     """Checks every argument, then finds the artifacts: all before any work."""
     args = _check_argv(argv)
     stdin_b = _check_stdin(stdin)
-    settings = check_settings(env, grants, memory_bytes, deadline_s, output_bytes, fuel, file_write_bytes, max_open_files, workdir, preload, mounts, max_file_calls)
+    settings = check_settings(env, grants, memory_bytes, deadline_s, output_bytes, fuel, file_write_bytes, max_open_files, workdir, preload, mounts, max_file_calls, display_bytes)
     settings["snapshot"] = _snapshot.check_snapshot(snapshot, preload)
     door = door_args(tools, gate, max_tool_calls, max_tool_request_bytes, host)
+    secrets_d = _network.check_secrets(secrets, settings["env"])
+    net = _network.check_network(network, secrets_d)
     check_cancel(cancel)
     where = artifacts_dir(door is not None)
-    return _Plan(where, args, stdin_b, settings, host, door)
+    return _Plan(where, args, stdin_b, settings, host, door, (net, secrets_d) if net is not None else None)
 
 
 def check_settings(
     env: Any = None, grants: Any = (), memory_bytes: Any = DEFAULTS["memory_bytes"], deadline_s: Any = DEFAULTS["deadline_s"],
     output_bytes: Any = DEFAULTS["output_bytes"], fuel: Any = None, file_write_bytes: Any = DEFAULTS["file_write_bytes"],
     max_open_files: Any = DEFAULTS["max_open_files"], workdir: Any = None, preload: Any = None, mounts: Any = (),
-    max_file_calls: Any = DEFAULTS["max_file_calls"],
+    max_file_calls: Any = DEFAULTS["max_file_calls"], display_bytes: Any = DEFAULTS["display_bytes"],
 ) -> dict[str, Any]:
     """The settings ``run`` and ``Session`` share, checked, by the extension's names
     (``_ext.Options``); the tools and mounts are added where the run is made."""
@@ -470,15 +504,20 @@ def check_settings(
         "fuel": check_int("fuel", fuel, minimum=1, optional=True),
         "mounts": mounts_l,
         "max_file_calls": check_int("max_file_calls", max_file_calls, minimum=1, optional=True),
+        "display_bytes": check_int("display_bytes", display_bytes, maximum=SIZE_MAX),
     }
     settings.update(_check_files(file_write_bytes, max_open_files, workdir, grants_l, preload, mounts_l))
     return settings
 
 
-def ext_options(settings: dict[str, Any], door: Optional[tuple[list[Any], Any, Optional[int], Optional[int]]] = None, dispatcher: Any = None, host: Any = None) -> Any:
+def ext_options(settings: dict[str, Any], door: Optional[tuple[list[Any], Any, Optional[int], Optional[int]]] = None, dispatcher: Any = None, host: Any = None, network: Any = None) -> Any:
     """The extension's ``Options`` for one run or session: ``settings`` with the mounts
-    served through ``dispatcher`` and the tools of ``door``."""
+    served through ``dispatcher``, the tools of ``door``, and ``network`` (a
+    ``NetworkRun``, whose secrets' placeholders join the environment)."""
     kw = dict(settings)
+    if network is not None:
+        kw["network"] = network
+        kw["env"] = [*settings["env"], *network.env()]
     kw["mounts"] = _files.for_ext(settings["mounts"], dispatcher)
     kw.setdefault("snapshot", None)
     kw.setdefault("keep_random", False)
@@ -538,15 +577,24 @@ def artifacts_dir(tools: bool) -> str:
     return where
 
 
-def execute(p: _Plan, token: Any, loop: Optional[asyncio.AbstractEventLoop]) -> Completed:
+def execute(p: _Plan, token: Any, loop: Optional[asyncio.AbstractEventLoop], streaming: tuple[Any, ...] = ()) -> Completed:
     """Runs a planned guest; ``loop`` is where async tools and providers run (None: a
-    loop of the run's own)."""
+    loop of the run's own). ``streaming``: ``(EventStream,)``, where the run's events go
+    for another reader, or ``(EventStream, on_event)``, called here as they come."""
+    if p.network is not None:
+        return _network.run_with(p.network, lambda net: _execute(p, token, loop, net, streaming))
+    return _execute(p, token, loop, None, streaming)
+
+
+def _execute(p: _Plan, token: Any, loop: Optional[asyncio.AbstractEventLoop], net: Any, streaming: tuple[Any, ...] = ()) -> Completed:
+    if p.door is None and not p.settings["mounts"] and net is None:
+        return completed_from_ext(_ext.run(p.where, p.args, p.stdin, ext_options(p.settings, host=p.host), token, *streaming))
     if p.door is None and not p.settings["mounts"]:
-        return completed_from_ext(_ext.run(p.where, p.args, p.stdin, ext_options(p.settings, host=p.host), token))
+        return completed_from_ext(_ext.run(p.where, p.args, p.stdin, ext_options(p.settings, host=p.host, network=net), token, *streaming))
     tool_list, gate_fn = (p.door[0], p.door[1]) if p.door is not None else ([], None)
     dispatcher = _door.Dispatcher(tool_list, gate_fn, loop)
     try:
-        options = ext_options(p.settings, p.door, dispatcher, p.host)
-        return completed_from_ext(_ext.run(p.where, p.args, p.stdin, options, token))
+        options = ext_options(p.settings, p.door, dispatcher, p.host, net)
+        return completed_from_ext(_ext.run(p.where, p.args, p.stdin, options, token, *streaming))
     finally:
         dispatcher.close()

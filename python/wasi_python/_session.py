@@ -5,7 +5,7 @@ from __future__ import annotations
 import functools
 from typing import Any, Iterable, Mapping, Optional
 
-from . import _door, _run, _snapshot
+from . import _door, _network, _run, _snapshot, _stream
 from . import _wasi_python as _ext
 from ._cancel import cancel_token, check_cancel
 from ._records import Completed, completed_from_ext
@@ -37,7 +37,8 @@ class Session:
     ``snapshot=`` starts it from a ``Snapshot`` instead (everything that session
     defined, a copy-on-write fork), with this session's own settings;
     ``keep_random=True`` keeps the random generators' state (else they are re-seeded,
-    so forks differ). ``snapshot()`` takes one between turns.
+    so forks differ). ``snapshot()`` takes one between turns. ``network=`` and
+    ``secrets=`` are ``run``'s, their bounds each turn's (docs/network.md).
     """
 
     def __init__(
@@ -64,10 +65,13 @@ class Session:
         max_file_calls: Optional[int] = _run.DEFAULTS["max_file_calls"],
         snapshot: Optional[_snapshot.Snapshot] = None,
         keep_random: bool = False,
+        network: Optional[_network.Network] = None,
+        secrets: Optional[Mapping[str, _network.Secret]] = None,
+        display_bytes: int = _run.DEFAULTS["display_bytes"],
     ) -> None:
         settings = _run.check_settings(
             env, grants, memory_bytes, deadline_s, output_bytes, fuel, file_write_bytes,
-            max_open_files, workdir, preload, mounts, max_file_calls,
+            max_open_files, workdir, preload, mounts, max_file_calls, display_bytes,
         )
         settings["snapshot"] = _snapshot.check_snapshot(snapshot, preload)
         if not isinstance(keep_random, bool):
@@ -76,10 +80,15 @@ class Session:
         self._deadline = settings["deadline_s"]
         self._output = settings["output_bytes"]
         self._fuel = settings["fuel"]
+        self._display = settings["display_bytes"]
         idle = check_seconds("idle_s", idle_s)
         life = check_seconds("lifetime_s", lifetime_s)
         shut = check_seconds("shutdown_s", shutdown_s)
         door = _run.door_args(tools, gate, max_tool_calls, max_tool_request_bytes, None)
+        secrets_d = _network.check_secrets(secrets, settings["env"])
+        net = _network.check_network(network, secrets_d)
+        # The session's requests, counted and recorded per turn (`_done`).
+        self._network = _network.handler(net, secrets_d) if net is not None else None
         where = _run.artifacts_dir(door is not None)
         # Tools run, and async providers are awaited, on the loop of a dispatcher of the
         # session's own.
@@ -87,7 +96,7 @@ class Session:
         if door is not None or settings["mounts"]:
             tool_list, gate_fn = (door[0], door[1]) if door is not None else ([], None)
             self._dispatcher = _door.Dispatcher(tool_list, gate_fn)
-        options = _run.ext_options(settings, door, self._dispatcher)
+        options = _run.ext_options(settings, door, self._dispatcher, network=self._network)
         try:
             self._handle = _ext.SessionHandle(where, options, idle_s=idle, lifetime_s=life, shutdown_s=shut or _DEFAULTS["shutdown_s"])
         except BaseException:
@@ -96,7 +105,7 @@ class Session:
             raise
         self._closed = False
 
-    def _turn_args(self, code: Any, deadline_s: Any, output_bytes: Any, fuel: Any) -> tuple[str, dict[str, Any]]:
+    def _turn_args(self, code: Any, deadline_s: Any, output_bytes: Any, fuel: Any, display_bytes: Any = _run.UNSET) -> tuple[str, dict[str, Any]]:
         if not isinstance(code, str):
             raise TypeError(f"code must be a str, not {type(code).__name__}")
         check_utf8("code", code)
@@ -105,29 +114,52 @@ class Session:
         fuel_cap = self._fuel if fuel is _run.UNSET else check_int("fuel", fuel, minimum=1, optional=True)
         if fuel_cap is not None and self._fuel is None:
             raise ValueError("fuel: this session was opened without fuel=, so its turns are not metered")
-        return code, {"deadline_s": deadline, "output_bytes": output, "fuel": fuel_cap}
+        display = self._display if display_bytes is _run.UNSET else check_int("display_bytes", display_bytes, maximum=SIZE_MAX)
+        return code, {"deadline_s": deadline, "output_bytes": output, "fuel": fuel_cap, "display_bytes": display}
 
-    def run(self, code: str, *, deadline_s: Any = _run.UNSET, output_bytes: Any = _run.UNSET, fuel: Any = _run.UNSET, cancel: Any = None) -> Completed:
-        """Runs one turn and returns how it ended (its exit_code is the turn's status)."""
-        code, limits = self._turn_args(code, deadline_s, output_bytes, fuel)
+    def run(
+        self, code: str, *, deadline_s: Any = _run.UNSET, output_bytes: Any = _run.UNSET, fuel: Any = _run.UNSET, cancel: Any = None,
+        display_bytes: Any = _run.UNSET, on_stdout: Any = None, on_stderr: Any = None, on_display: Any = None,
+    ) -> Completed:
+        """Runs one turn and returns how it ended (its exit_code is the turn's status).
+        ``display_bytes`` and the streaming callbacks (``on_stdout``, ``on_stderr``,
+        ``on_display``) are ``run``'s, for this turn."""
+        code, limits = self._turn_args(code, deadline_s, output_bytes, fuel, display_bytes)
         check_cancel(cancel)
+        handlers = _stream.check_handlers(on_stdout, on_stderr, on_display, allow_async=False)
         token, watch = cancel_token(cancel)
         try:
-            return completed_from_ext(self._handle.turn(code, cancel=token, **limits))
+            if handlers is None:
+                return self._done(self._handle.turn(code, cancel=token, **limits))
+            token = token if token is not None else _ext.CancelToken()
+            delivery = _stream.SyncDelivery(handlers, token)
+            out = self._handle.turn(code, cancel=token, stream=_ext.EventStream(), on_event=delivery, **limits)
+            return delivery.finish(self._done(out))
         finally:
             if watch is not None:
                 watch.stop()
 
-    async def run_async(self, code: str, *, deadline_s: Any = _run.UNSET, output_bytes: Any = _run.UNSET, fuel: Any = _run.UNSET) -> Completed:
+    async def run_async(
+        self, code: str, *, deadline_s: Any = _run.UNSET, output_bytes: Any = _run.UNSET, fuel: Any = _run.UNSET,
+        display_bytes: Any = _run.UNSET, on_stdout: Any = None, on_stderr: Any = None, on_display: Any = None,
+    ) -> Completed:
         """``await session.run_async(code)``: one turn on a worker thread; cancelling the
-        task stops the turn (which ends the session, as any trapped turn does)."""
+        task stops the turn (which ends the session, as any trapped turn does). The
+        callbacks are called on this event loop, async ones awaited in turn."""
         import asyncio  # loaded already: an event loop is awaiting this
 
         from ._async import executor
 
-        code, limits = self._turn_args(code, deadline_s, output_bytes, fuel)
+        code, limits = self._turn_args(code, deadline_s, output_bytes, fuel, display_bytes)
+        handlers = _stream.check_handlers(on_stdout, on_stderr, on_display, allow_async=True)
         loop = asyncio.get_running_loop()
         token = _ext.CancelToken()
+        if handlers is not None:
+            stream = _ext.EventStream()
+            delivery = _stream.AsyncDelivery(handlers, token)
+            fut = loop.run_in_executor(executor(), functools.partial(self._handle.turn, code, cancel=token, stream=stream, **limits))
+            out = await _stream.streamed(fut, stream, delivery, token, loop)
+            return delivery.finish(self._done(out))
         fut = loop.run_in_executor(executor(), functools.partial(self._handle.turn, code, cancel=token, **limits))
         try:
             out = await asyncio.shield(fut)
@@ -138,7 +170,15 @@ class Session:
             except BaseException:  # noqa: BLE001 - re-raising the cancellation
                 pass
             raise
-        return completed_from_ext(out)
+        return self._done(out)
+
+    def _done(self, out: Any) -> Completed:
+        """A turn's ``Completed``, with its network record; the next turn's counts start anew."""
+        done = completed_from_ext(out)
+        if self._network is not None:
+            done = _network.completed_with(done, self._network)
+            self._network.turn()
+        return done
 
     def snapshot(self) -> _snapshot.Snapshot:
         """The interpreter as it rests between turns, to fork (``Session(snapshot=...)``,
@@ -164,6 +204,8 @@ class Session:
         finally:
             if self._dispatcher is not None:
                 self._dispatcher.close()
+            if self._network is not None:
+                self._network.close()
 
     def __enter__(self) -> "Session":
         return self

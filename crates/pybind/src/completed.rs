@@ -12,17 +12,17 @@ use wasi_python_runtime::Completed;
 use crate::convert::Outcome;
 
 /// The package's `Completed` of `c` when it is registered and `c` has no tool or file
-/// record; else the extension's `Outcome`, which the package's `completed_from_ext`
+/// record and no display; else the extension's `Outcome`, which the package's `completed_from_ext`
 /// turns into one.
 pub(crate) fn completed(py: Python<'_>, c: Completed) -> PyResult<Py<PyAny>> {
     match COMPLETED.get(py) {
-        Some(maker) if c.tools.is_none() && c.files.is_none() => maker.make(py, c),
+        Some(maker) if c.tools.is_none() && c.files.is_none() && c.displays.is_empty() && c.bad_displays == 0 => maker.make(py, c),
         _ => Ok(Py::new(py, Outcome::new(py, c)?)?.into_any()),
     }
 }
 
 /// The fields of the package's `Completed`, in order; [`set_completed`] checks them.
-const FIELDS: [&str; 10] = [
+const FIELDS: [&str; 13] = [
     "exit_code",
     "stdout",
     "stderr",
@@ -33,6 +33,9 @@ const FIELDS: [&str; 10] = [
     "tools",
     "file_bytes_written",
     "files",
+    "network",
+    "displays",
+    "bad_displays",
 ];
 
 /// Makes the package's `Completed` (a frozen dataclass with slots) of a run's or a
@@ -66,7 +69,7 @@ pub(crate) fn set_completed(py: Python<'_>, cls: &Bound<'_, PyType>, fields: Vec
 impl Maker {
     /// `c`, which has no tool or file record.
     fn make(&self, py: Python<'_>, c: Completed) -> PyResult<Py<PyAny>> {
-        let values: [Py<PyAny>; 10] = [
+        let values: [Py<PyAny>; 13] = [
             c.exit_code.into_pyobject(py)?.into_any().unbind(),
             PyBytes::new(py, &c.stdout).into_any().unbind(),
             PyBytes::new(py, &c.stderr).into_any().unbind(),
@@ -77,6 +80,10 @@ impl Maker {
             py.None(),
             c.file_bytes_written.into_pyobject(py)?.into_any().unbind(),
             py.None(),
+            // `network`: the package adds a run's network record itself.
+            py.None(),
+            PyTuple::empty(py).into_any().unbind(),
+            0u64.into_pyobject(py)?.into_any().unbind(),
         ];
         let obj = self.new.call1(py, (self.cls.clone_ref(py),))?;
         for (set, value) in self.setters.iter().zip(values) {

@@ -18,6 +18,10 @@ pub(crate) struct Outcome {
     files: Option<Py<PyDict>>,
     tools: Option<Py<ToolRecord>>,
     duration_s: f64,
+    /// Each kept display's JSON object, in order (the package decodes them).
+    displays: Vec<Py<PyBytes>>,
+    /// Display frames answered `bad`.
+    bad_displays: u64,
 }
 
 impl Outcome {
@@ -33,6 +37,8 @@ impl Outcome {
             files: c.files.as_ref().map(|r| crate::files::record(py, r).map(Bound::unbind)).transpose()?,
             tools: c.tools.as_ref().map(|r| Py::new(py, ToolRecord::new(py, r)?)).transpose()?,
             duration_s: c.duration.as_secs_f64(),
+            displays: c.displays.iter().map(|d| PyBytes::new(py, d.json()).unbind()).collect(),
+            bad_displays: c.bad_displays,
         })
     }
 }

@@ -13,12 +13,14 @@ mod convert;
 mod errors;
 mod files;
 mod frame_stacks;
+mod network;
 mod notices;
 mod options;
 mod plain;
 mod run;
 mod session;
 mod snapshot;
+mod stream;
 mod tool_host;
 
 #[pymodule]
@@ -27,6 +29,7 @@ fn _wasi_python(m: &Bound<'_, PyModule>) -> PyResult<()> {
     errors::register(m)?;
     m.add_class::<run::CancelToken>()?;
     m.add_class::<completions::Completions>()?;
+    m.add_class::<stream::EventStream>()?;
     m.add_class::<session::SessionHandle>()?;
     m.add_class::<snapshot::SnapshotHandle>()?;
     m.add_class::<tool_host::CompiledTool>()?;
@@ -62,6 +65,7 @@ fn _wasi_python(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(run::set_launch_policy, m)?)?;
     m.add_function(wrap_pyfunction!(run::launch_policy, m)?)?;
     m.add_function(wrap_pyfunction!(run::compiled_programs, m)?)?;
+    m.add_function(wrap_pyfunction!(run::idle_slot_bytes, m)?)?;
     m.add("WASMTIME_VERSION", wasi_python_runtime::WASMTIME_VERSION)?;
     m.add("DEFAULTS", options::defaults(m.py())?)?;
     Ok(())

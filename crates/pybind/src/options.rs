@@ -94,7 +94,8 @@ impl Options {
     #[pyo3(signature = (
         *, env, grants, memory_bytes, deadline_s, output_bytes, fuel, file_write_bytes,
         max_open_files, workdir, preload, mounts, max_file_calls, tools, dispatcher,
-        max_tool_calls, max_tool_request_bytes, host, snapshot, keep_random
+        max_tool_calls, max_tool_request_bytes, host, snapshot, keep_random, network=None,
+        display_bytes=wasi_python_runtime::DEFAULT_DISPLAY_BYTES
     ))]
     #[expect(clippy::too_many_arguments, reason = "keyword-only: the settings of wasi_python.run, by name")]
     fn new(
@@ -117,6 +118,8 @@ impl Options {
         host: Option<Py<PyAny>>,
         snapshot: Option<Py<crate::snapshot::SnapshotHandle>>,
         keep_random: bool,
+        network: Option<Bound<'_, PyAny>>,
+        display_bytes: usize,
     ) -> PyResult<Self> {
         let limits = Limits {
             memory_bytes,
@@ -126,8 +129,9 @@ impl Options {
             file_write_bytes,
             max_open_files,
             max_file_calls,
+            display_bytes,
         };
-        let copyable = host.is_none() && tools.is_none() && mounts.is_empty();
+        let copyable = host.is_none() && tools.is_none() && mounts.is_empty() && network.is_none();
         let mut cfg = RunConfig::new(Vec::<String>::new()).limits(limits).preload(Preload::from_option(preload));
         if let Some(w) = workdir {
             cfg = cfg.workdir(w);
@@ -154,6 +158,9 @@ impl Options {
             let door = ToolDoor::new(specs, Arc::new(PyToolHost { dispatcher }), per_turn)
                 .map_err(|e| PyValueError::new_err(e.to_string()))?;
             cfg = cfg.tools(door, per_turn);
+        }
+        if let Some(handler) = network {
+            cfg = cfg.network(Arc::new(crate::network::PyNetworkHost::new(&handler)?));
         }
         Ok(Options { built: Mutex::new(Some(cfg)), copyable })
     }
@@ -189,6 +196,7 @@ pub(crate) fn defaults(py: Python<'_>) -> PyResult<Bound<'_, PyDict>> {
     d.set_item("file_write_bytes", l.file_write_bytes)?;
     d.set_item("max_open_files", l.max_open_files)?;
     d.set_item("max_file_calls", l.max_file_calls)?;
+    d.set_item("display_bytes", l.display_bytes)?;
     d.set_item("max_tool_calls", b.max_frames)?;
     d.set_item("max_tool_request_bytes", b.max_request_bytes)?;
     d.set_item("idle_s", s.idle.map(|t| t.as_secs_f64()))?;

@@ -50,7 +50,7 @@ pub(crate) fn run_plain(py: Python<'_>, argv: &Bound<'_, PyAny>, stdin: &Bound<'
     let Some((artifacts, config, argv, stdin)) = plain_call(argv, stdin) else {
         return Ok(None);
     };
-    let end = crate::run::run_config(py, &artifacts, config.argv(argv).stdin(stdin), Default::default())?;
+    let end = crate::run::run_config(py, &artifacts, config.argv(argv).stdin(stdin), Default::default(), None)?;
     crate::completed::completed(py, end).map(Some)
 }
 

@@ -14,6 +14,7 @@ use wasi_python_runtime::{Artifacts, CallContext, DoorAnswer, Flavour, LaunchPol
 use crate::completions::Completions;
 use crate::convert::Outcome;
 use crate::options::Options;
+use crate::stream::EventStream;
 use crate::{convert, errors};
 
 static RUNTIMES: OnceLock<Mutex<HashMap<PathBuf, Runtime>>> = OnceLock::new();
@@ -39,7 +40,7 @@ static POLICY: Mutex<Option<LaunchPolicy>> = Mutex::new(None);
 /// since a runtime keeps the policy it was made with. Fields not given keep their default.
 /// Returns the policy as a dict.
 #[pyfunction]
-#[pyo3(signature = (*, standby=None, primed=None, pin_caller=None, wake_on_caller_cpu=None, idle_threads=None, standby_idle_s=None, warm_every_s=None, primed_for_s=None, thread_idle_s=None))]
+#[pyo3(signature = (*, standby=None, primed=None, pin_caller=None, wake_on_caller_cpu=None, idle_threads=None, standby_idle_s=None, warm_every_s=None, primed_for_s=None, thread_idle_s=None, idle_memory=None))]
 #[allow(clippy::too_many_arguments)]
 pub(crate) fn set_launch_policy<'py>(
     py: Python<'py>,
@@ -52,6 +53,7 @@ pub(crate) fn set_launch_policy<'py>(
     warm_every_s: Option<f64>,
     primed_for_s: Option<f64>,
     thread_idle_s: Option<f64>,
+    idle_memory: Option<u64>,
 ) -> PyResult<Bound<'py, pyo3::types::PyDict>> {
     use crate::options::seconds;
     let mut p = POLICY.lock().clone().unwrap_or_default();
@@ -72,6 +74,7 @@ pub(crate) fn set_launch_policy<'py>(
     p.pin_caller = pin_caller.unwrap_or(p.pin_caller);
     p.wake_on_caller_cpu = wake_on_caller_cpu.unwrap_or(p.wake_on_caller_cpu);
     p.idle_threads = idle_threads.unwrap_or(p.idle_threads);
+    p.idle_memory = idle_memory.unwrap_or(p.idle_memory);
     // Values are checked first: a bad one is a ValueError whenever it comes.
     if RUNTIMES.get().is_some_and(|m| !m.lock().is_empty()) {
         return Err(pyo3::exceptions::PyRuntimeError::new_err(
@@ -99,6 +102,7 @@ fn policy_dict<'py>(py: Python<'py>, p: &LaunchPolicy) -> PyResult<Bound<'py, py
     d.set_item("warm_every_s", p.warm_every.map(|w| w.as_secs_f64()))?;
     d.set_item("primed_for_s", p.primed_for.as_secs_f64())?;
     d.set_item("thread_idle_s", p.thread_idle.as_secs_f64())?;
+    d.set_item("idle_memory", p.idle_memory)?;
     Ok(d)
 }
 
@@ -231,6 +235,13 @@ pub(crate) fn primed_waiting(py: Python<'_>, image: Option<PathBuf>) -> usize {
     launch_stats(py, image).iter().map(|s| s.primed_waiting).sum()
 }
 
+/// How many bytes the idle pool slots of this process's runtimes keep resident now (a
+/// diagnostic: the launch policy's `idle_memory` bounds it once they are idle).
+#[pyfunction]
+pub(crate) fn idle_slot_bytes(py: Python<'_>) -> u64 {
+    launch_stats(py, None).iter().map(|s| s.idle_slot_bytes).sum()
+}
+
 /// How many compiled `-c` programs this process keeps for runs from preload images
 /// (a diagnostic).
 #[pyfunction]
@@ -267,9 +278,13 @@ pub(crate) fn check_schema(schema_json: &str, validates_input: bool) -> PyResult
 }
 
 /// Runs one guest with `options` (used once), waiting with the GIL released and
-/// looking at Python's signals every [`SIGNAL_POLL`]: Ctrl-C cancels the run.
+/// looking at Python's signals every [`SIGNAL_POLL`]: Ctrl-C cancels the run. With
+/// `stream`, what the guest writes and shows goes there as it comes; with `on_event`
+/// too, each event is handed to `on_event(kind, payload)` on this thread as it comes
+/// (stream.rs), else the stream is left to its other reader.
 #[pyfunction]
-#[pyo3(signature = (artifacts, argv, stdin, options, cancel=None))]
+#[pyo3(signature = (artifacts, argv, stdin, options, cancel=None, stream=None, on_event=None))]
+#[allow(clippy::too_many_arguments)]
 pub(crate) fn run(
     py: Python<'_>,
     artifacts: &str,
@@ -277,22 +292,36 @@ pub(crate) fn run(
     stdin: Vec<u8>,
     options: &Options,
     cancel: Option<PyRef<'_, CancelToken>>,
+    stream: Option<PyRef<'_, EventStream>>,
+    on_event: Option<Bound<'_, PyAny>>,
 ) -> PyResult<Outcome> {
     let token = cancel.map(|c| c.inner.clone()).unwrap_or_default();
-    Outcome::new(py, run_config(py, artifacts, options.take()?.argv(argv).stdin(stdin), token)?)
+    let mut cfg = options.take()?.argv(argv).stdin(stdin);
+    if let Some(s) = &stream {
+        cfg = cfg.events(s.events.clone());
+    }
+    let reader = stream.as_deref().zip(on_event.as_ref());
+    Outcome::new(py, run_config(py, artifacts, cfg, token, reader)?)
 }
 
-/// Runs `cfg` on the artifacts at `artifacts`, cancelled by `token` (and Ctrl-C), as [`run`].
+/// Runs `cfg` on the artifacts at `artifacts`, cancelled by `token` (and Ctrl-C), as
+/// [`run`]; `reader`: its stream's events go to that callable as they come.
 pub(crate) fn run_config(
     py: Python<'_>,
     artifacts: &str,
     cfg: RunConfig,
     token: wasi_python_runtime::CancelToken,
+    reader: Option<(&EventStream, &Bound<'_, PyAny>)>,
 ) -> PyResult<wasi_python_runtime::Completed> {
     let rt = runtime_for(artifacts).map_err(errors::to_py)?;
     let cfg = cfg.cancel(token.clone());
     let handle = py.detach(|| rt.start(cfg)).map_err(errors::to_py)?;
-    wait_for(py, || token.cancel(), |timeout| handle.wait_timeout(timeout))?.map_err(errors::to_py)
+    let poll = |timeout| handle.wait_timeout(timeout);
+    match reader {
+        Some((stream, on_event)) => crate::stream::wait(py, stream, on_event, || token.cancel(), poll),
+        None => wait_for(py, || token.cancel(), poll),
+    }?
+    .map_err(errors::to_py)
 }
 
 /// Starts one guest with `options` (used once) and returns at once: `run_async` awaits it
@@ -302,8 +331,9 @@ pub(crate) fn run_config(
 /// `(True, end)` (completed.rs), or `(False, exception)` for a failure inside the runtime. What is
 /// wrong before the run starts raises here instead, and nothing is delivered. Whatever
 /// `on_done` raises is reported as unraisable.
+/// With `stream`, what the guest writes and shows goes there as it comes.
 #[pyfunction]
-#[pyo3(signature = (artifacts, argv, stdin, options, cancel, on_done, key = 0))]
+#[pyo3(signature = (artifacts, argv, stdin, options, cancel, on_done, key = 0, stream = None))]
 #[allow(clippy::too_many_arguments)]
 pub(crate) fn start(
     py: Python<'_>,
@@ -314,9 +344,13 @@ pub(crate) fn start(
     cancel: PyRef<'_, CancelToken>,
     on_done: Bound<'_, PyAny>,
     key: u64,
+    stream: Option<PyRef<'_, EventStream>>,
 ) -> PyResult<()> {
     let rt = runtime_for(artifacts).map_err(errors::to_py)?;
-    let cfg = options.take()?.argv(argv).stdin(stdin).cancel(cancel.inner.clone());
+    let mut cfg = options.take()?.argv(argv).stdin(stdin).cancel(cancel.inner.clone());
+    if let Some(s) = &stream {
+        cfg = cfg.events(s.events.clone());
+    }
     if let Ok(completions) = on_done.cast::<Completions>() {
         let inner = completions.get().inner.clone();
         return py.detach(|| rt.start_then(cfg, move |result| inner.deliver(key, result))).map_err(errors::to_py);

@@ -1,13 +1,14 @@
 //! `SessionHandle`: a live interpreter across turns (the package's `Session` wraps it).
 
 use pyo3::prelude::*;
-use wasi_python_runtime::{Session, SessionError, SessionLimits, Turn};
+use wasi_python_runtime::{DEFAULT_DISPLAY_BYTES, Session, SessionError, SessionLimits, Turn};
 
 use crate::convert::Outcome;
 use crate::errors::{self, SessionBusy, SessionEnded};
 use crate::options::{Options, opt_seconds, seconds};
 use crate::run::{CancelToken, runtime_for, wait_for};
 use crate::snapshot::SnapshotHandle;
+use crate::stream::EventStream;
 
 #[pyclass(module = "wasi_python._wasi_python", frozen)]
 pub(crate) struct SessionHandle {
@@ -33,7 +34,9 @@ impl SessionHandle {
     }
 
     /// One turn; raises `SessionEnded` (with `reason`) or `SessionBusy` when refused.
-    #[pyo3(signature = (code, *, deadline_s, output_bytes, fuel, cancel=None))]
+    /// `stream` and `on_event` as `run`'s.
+    #[pyo3(signature = (code, *, deadline_s, output_bytes, fuel, cancel=None, display_bytes=DEFAULT_DISPLAY_BYTES, stream=None, on_event=None))]
+    #[allow(clippy::too_many_arguments)]
     fn turn(
         &self,
         py: Python<'_>,
@@ -42,13 +45,28 @@ impl SessionHandle {
         output_bytes: usize,
         fuel: Option<u64>,
         cancel: Option<PyRef<'_, CancelToken>>,
+        display_bytes: usize,
+        stream: Option<PyRef<'_, EventStream>>,
+        on_event: Option<Bound<'_, PyAny>>,
     ) -> PyResult<Py<PyAny>> {
         let token = cancel.map(|c| c.inner.clone()).unwrap_or_default();
-        let turn = Turn { code, deadline: opt_seconds("deadline_s", deadline_s)?, output_bytes, fuel, cancel: token.clone() };
+        let turn = Turn {
+            code,
+            deadline: opt_seconds("deadline_s", deadline_s)?,
+            output_bytes,
+            fuel,
+            cancel: token.clone(),
+            display_bytes,
+            events: stream.as_ref().map(|s| s.events.clone()),
+        };
         // Detached: the send waits for the session thread, which may need the GIL (a
         // provider's write-back as the session ends).
         let handle = py.detach(|| self.session.start_turn(turn)).map_err(refused)?;
-        let result = wait_for(py, || token.cancel(), |timeout| handle.wait_timeout(timeout))?;
+        let poll = |timeout| handle.wait_timeout(timeout);
+        let result = match stream.as_deref().zip(on_event.as_ref()) {
+            Some((stream, on_event)) => crate::stream::wait(py, stream, on_event, || token.cancel(), poll),
+            None => wait_for(py, || token.cancel(), poll),
+        }?;
         crate::completed::completed(py, result.map_err(refused)?)
     }
 

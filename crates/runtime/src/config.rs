@@ -5,6 +5,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use crate::budget::Limits as BudgetLimits;
+use crate::door::network::{NetworkDoor, NetworkHost};
 use crate::{CancelToken, Door, Error, ToolDoor};
 
 /// The guest's private writable working folder (and HOME), unless `workdir` names a
@@ -103,6 +104,10 @@ pub struct Limits {
     /// `None` means none). Past it the guest's file calls on mounts fail with EIO, the run
     /// goes on, and `Completed::files` counts the refused calls.
     pub max_file_calls: Option<u64>,
+    /// Bytes of displays a run (or a session turn) keeps (default 16 MiB): each display
+    /// frame's JSON counts; one that would pass the cap is cut, as is every later one,
+    /// and `Completed::truncated` says so (display.rs).
+    pub display_bytes: usize,
 }
 
 impl Default for Limits {
@@ -115,6 +120,7 @@ impl Default for Limits {
             file_write_bytes: Some(crate::files::DEFAULT_FILE_WRITE_BYTES),
             max_open_files: crate::files::DEFAULT_MAX_OPEN_FILES,
             max_file_calls: Some(crate::mounts::DEFAULT_MAX_FILE_CALLS),
+            display_bytes: crate::display::DEFAULT_DISPLAY_BYTES,
         }
     }
 }
@@ -127,8 +133,8 @@ impl Default for Limits {
 /// - environment: only `TMPDIR=/tmp`, `HOME=` the working folder (`/work`, or
 ///   [`RunConfig::workdir`]), `PYTHONTZPATH=` plus what [`RunConfig::env`] adds;
 /// - stdin empty; stdout and stderr captured, capped by [`Limits::output_bytes`];
-/// - no network (the guest has no sockets), no door (`_host.call` answers
-///   "no host");
+/// - no network (the guest has no sockets; its requests through the host are refused
+///   without [`RunConfig::network`]), no door (`_host.call` answers "no host");
 /// - the limits of [`Limits::default`].
 #[derive(Clone)]
 pub struct RunConfig {
@@ -138,7 +144,13 @@ pub struct RunConfig {
     pub(crate) grants: Vec<Grant>,
     pub(crate) limits: Limits,
     pub(crate) cancel: CancelToken,
+    /// The door the guest's frames reach: `own_door` behind a [`NetworkDoor`], which takes
+    /// the network requests, whenever either is set.
     pub(crate) door: Option<Arc<dyn Door>>,
+    /// The embedder's door (a raw door, or the tool door), without the network's.
+    own_door: Option<Arc<dyn Door>>,
+    /// Makes the guest's network requests (docs/network.md); `None`: each is refused.
+    network: Option<Arc<dyn NetworkHost>>,
     pub(crate) workdir: Option<String>,
     pub(crate) preload: Preload,
     pub(crate) mounts: Vec<crate::mounts::Mount>,
@@ -148,6 +160,8 @@ pub struct RunConfig {
     pub(crate) snapshot: Option<crate::Snapshot>,
     /// A session from a snapshot keeps its random generators' state (default: re-seeded).
     pub(crate) keep_random: bool,
+    /// Where a streaming run's output and displays go as the guest writes them.
+    pub(crate) events: Option<crate::Events>,
 }
 
 /// Which modules the guest has imported before the program starts
@@ -210,9 +224,11 @@ impl std::fmt::Debug for RunConfig {
             .field("grants", &self.grants)
             .field("limits", &self.limits)
             .field("door", &self.door.is_some())
+            .field("network", &self.network.is_some())
             .field("workdir", &self.workdir)
             .field("preload", &self.preload)
             .field("snapshot", &self.snapshot)
+            .field("events", &self.events.is_some())
             .finish()
     }
 }
@@ -230,12 +246,15 @@ impl RunConfig {
             limits: Limits::default(),
             cancel: CancelToken::new(),
             door: None,
+            own_door: None,
+            network: None,
             workdir: None,
             preload: Preload::Nothing,
             mounts: Vec::new(),
             tools: None,
             snapshot: None,
             keep_random: false,
+            events: None,
         }
     }
     /// Replaces the command line.
@@ -270,6 +289,18 @@ impl RunConfig {
     }
     pub fn output_bytes(mut self, bytes: usize) -> Self {
         self.limits.output_bytes = bytes;
+        self
+    }
+    pub fn display_bytes(mut self, bytes: usize) -> Self {
+        self.limits.display_bytes = bytes;
+        self
+    }
+    /// Streams the run: what the guest writes to stdout and stderr (what the output cap
+    /// keeps) and the displays it keeps go to `events` as they come, in order, and the
+    /// queue ends when the guest does, before the run's end is handed over. A caller that
+    /// takes too long makes the guest wait at most [`crate::STREAM_STALL`] in all.
+    pub fn events(mut self, events: crate::Events) -> Self {
+        self.events = Some(events);
         self
     }
     pub fn fuel(mut self, fuel: Option<u64>) -> Self {
@@ -331,15 +362,27 @@ impl RunConfig {
     }
     /// Answers the guest's `_host.call` frames.
     pub fn door(mut self, door: Arc<dyn Door>) -> Self {
-        self.door = Some(door);
+        self.own_door = Some(door);
         self.tools = None;
-        self
+        self.doors()
     }
     /// Offers tools through `door`: its record becomes [`crate::Completed::tools`], and
     /// each session turn starts with a fresh budget of `per_turn` and a fresh record.
     pub fn tools(mut self, door: ToolDoor, per_turn: BudgetLimits) -> Self {
-        self.door = Some(Arc::new(door.clone()));
+        self.own_door = Some(Arc::new(door.clone()));
         self.tools = Some((door, per_turn));
+        self.doors()
+    }
+    /// Makes the guest's network requests (the frames `guest/host/http.py` sends, which
+    /// never reach the tool door): without one each is refused. See docs/network.md.
+    pub fn network(mut self, network: Arc<dyn NetworkHost>) -> Self {
+        self.network = Some(network);
+        self.doors()
+    }
+    /// The door the guest's frames reach: the network's in front of the embedder's.
+    fn doors(mut self) -> Self {
+        self.door = (self.network.is_some() || self.own_door.is_some())
+            .then(|| Arc::new(NetworkDoor::new(self.network.clone(), self.own_door.clone())) as Arc<dyn Door>);
         self
     }
 

@@ -13,9 +13,12 @@
 //! - [`Control::Offer`] (the frame after the command line of a run whose spec asked for its
 //!   compiled program, `_compile_offered`): the marshalled code, kept (compiled.rs),
 //!   answered [`Answer::Kept`].
+//! - [`Control::Display`] (in any guest, at any time: `host.display`): a MIME bundle for
+//!   the run's displays (display.rs), answered `kept`, `cut` or `bad`
+//!   ([`Answer::Display`]); it meets or ends no expectation.
 //!
 //! `door_call` (host.rs) asks [`answer`] first; only a frame it leaves reaches the tool
-//! door. Entropy is answered in any guest; the others only when the store expects them
+//! door. Entropy and displays are answered in any guest; the others only when the store expects them
 //! ([`ControlState`]): the standby's frame as its first, the command line to the first
 //! frame after it was set, the offer to the frame after that. Each expectation ends at
 //! the first frame that is not entropy, whatever it is: a frame the runtime does not
@@ -52,6 +55,7 @@ pub(crate) const OFFER_FRAME: &[u8] = b"\0wasi-python compiled ";
 pub(crate) const WARM_ANSWER: &[u8] = b"\0wasi-python warm";
 /// The answer to an offer the host was waiting for.
 pub(crate) const KEPT_ANSWER: &[u8] = b"kept";
+pub(crate) use crate::display::DISPLAY_FRAME;
 /// Two MT19937 states of 624 words.
 pub(crate) const ENTROPY_BYTES: usize = 2 * 624 * 4;
 
@@ -66,6 +70,8 @@ pub(crate) enum Control<'a> {
     Standby,
     /// [`OFFER_FRAME`] and the marshalled code that follows it (maybe none).
     Offer(&'a [u8]),
+    /// [`DISPLAY_FRAME`] and the display's JSON that follows it (display.rs).
+    Display(&'a [u8]),
 }
 
 impl<'a> Control<'a> {
@@ -82,8 +88,10 @@ impl<'a> Control<'a> {
             Some(Control::Go)
         } else if frame == STANDBY_FRAME {
             Some(Control::Standby)
+        } else if let Some(code) = frame.strip_prefix(OFFER_FRAME) {
+            Some(Control::Offer(code))
         } else {
-            frame.strip_prefix(OFFER_FRAME).map(Control::Offer)
+            frame.strip_prefix(DISPLAY_FRAME).map(Control::Display)
         }
     }
 }
@@ -99,6 +107,8 @@ pub(crate) enum Answer {
     Entropy(Box<[u8; ENTROPY_BYTES]>),
     /// To an awaited [`Control::Offer`] ([`KEPT_ANSWER`]).
     Kept,
+    /// To [`Control::Display`]: `kept`, `cut` or `bad`.
+    Display(crate::display::Verdict),
 }
 
 impl Answer {
@@ -109,6 +119,7 @@ impl Answer {
             Answer::Warm => WARM_ANSWER,
             Answer::Entropy(bytes) => &bytes[..],
             Answer::Kept => KEPT_ANSWER,
+            Answer::Display(verdict) => verdict.bytes(),
         }
     }
 
@@ -232,7 +243,11 @@ pub(crate) fn answer(
         Some(memory) => {
             let (data, state) = memory.data_and_store_mut(&mut *caller);
             let frame = span(ptr, len as u32 as usize, data.len()).map(|req| &data[req]);
-            state.control.step(frame)
+            match frame.and_then(|f| f.strip_prefix(DISPLAY_FRAME)) {
+                // Any time, whatever the store expects: kept for the run, never the door's.
+                Some(body) => Step::Answer(Answer::Display(state.displays.offer(body))),
+                None => state.control.step(frame),
+            }
         }
         None => caller.data_mut().control.step(None),
     };
@@ -324,6 +339,8 @@ mod tests {
         // As the guest package spells them (guest/_wasi_python_boot.py).
         assert_eq!(Control::parse(b"\0wasi-python go"), Some(Control::Go));
         assert_eq!(Control::parse(b"\0wasi-python compiled x"), Some(Control::Offer(b"x")));
+        assert_eq!(Control::parse(DISPLAY_FRAME), Some(Control::Display(b"")));
+        assert_eq!(Control::parse(b"\0wasi-python display {\"data\":{}}"), Some(Control::Display(b"{\"data\":{}}")));
     }
 
     #[test]
@@ -348,6 +365,9 @@ mod tests {
             b"\0wasi-python compiledx",
             b"\0wasi-python warm",
             b"kept",
+            b"\0wasi-python display",
+            b"\0wasi-python displays {}",
+            b"\0wasi-python Display {}",
         ] {
             assert_eq!(Control::parse(frame), None, "{frame:?}");
         }
@@ -370,6 +390,10 @@ mod tests {
     fn answers_are_their_bytes_on_the_wire() {
         assert_eq!(Answer::Warm.bytes(), b"\0wasi-python warm");
         assert_eq!(Answer::Kept.bytes(), b"kept");
+        use crate::display::Verdict;
+        assert_eq!(Answer::Display(Verdict::Kept).bytes(), b"kept");
+        assert_eq!(Answer::Display(Verdict::Cut).bytes(), b"cut");
+        assert_eq!(Answer::Display(Verdict::Bad).bytes(), b"bad");
         assert_eq!(Answer::Spec(b"0\0/work".to_vec()).bytes(), b"0\0/work");
         let Some(Answer::Entropy(a)) = Answer::entropy() else { panic!("no entropy") };
         let Some(Answer::Entropy(b)) = Answer::entropy() else { panic!("no entropy") };

@@ -19,9 +19,11 @@ use crate::engine::Prepared;
 use crate::files::FileState;
 use crate::host::{GuestClock, GuestLimits, HostState};
 use crate::outcome::{Completed, Trapped, Truncated, classify, exit_status};
-use crate::output::{CappedPipe, InputPipe};
+use crate::display::DisplayState;
+use crate::output::{CappedPipe, Events, InputPipe, Stream};
 use crate::CallContext;
 use crate::stop::Ticker;
+use crate::launch::Launcher;
 use crate::tempdir::TempDir;
 use crate::{Artifacts, CancelToken, Error, RunConfig, ToolDoor};
 
@@ -109,19 +111,24 @@ impl Guest {
     /// Builds the store for one run or session: WASI (argv, env, stdin, capped output,
     /// the stdlib, matplotlib's data, a private /tmp and /work, the grants, the mounts),
     /// the memory limiter, the epoch callback and the door. Nothing is armed yet.
+    /// `launcher`: the runtime's, whose call threads serve the mounts and whose kept
+    /// private folders it may take (and give back, as made, when dropped).
     pub(crate) fn new(
         prepared: &Prepared,
+        launcher: &Launcher,
         artifacts: &Artifacts,
         config: &RunConfig,
         grants: &[(PathBuf, String, bool)],
         args: &[String],
         mono_start: u64,
     ) -> Result<Guest, Error> {
-        let mut tmp = TempDir::new()?;
+        let mut tmp = TempDir::new(&launcher.folders)?;
         let limits = &config.limits;
         let stdin = InputPipe::new(config.stdin.clone());
-        let stdout = CappedPipe::new(limits.output_bytes);
-        let stderr = CappedPipe::new(limits.output_bytes);
+        let stdout = CappedPipe::of(Stream::Stdout, limits.output_bytes);
+        let stderr = CappedPipe::of(Stream::Stderr, limits.output_bytes);
+        stdout.set_events(config.events.clone());
+        stderr.set_events(config.events.clone());
 
         let env = guest_env(config);
         let mono_origin = Instant::now();
@@ -177,12 +184,18 @@ impl Guest {
             door: config.door.clone(),
             files: FileState::new(limits.file_write_bytes, limits.max_open_files),
             mounts: (!mounted.is_empty())
-                .then(|| Box::new(crate::mounts::MountTable::new(mounted, limits.max_file_calls, limits.memory_bytes))),
+                .then(|| Box::new(crate::mounts::MountTable::new(
+                    mounted,
+                    limits.max_file_calls,
+                    limits.memory_bytes,
+                    launcher.call_threads.clone(),
+                ))),
             memory: None,
             alloc: None,
             mono_origin,
             mono_start,
             control: Default::default(),
+            displays: DisplayState::new(limits.display_bytes, config.events.clone()),
         };
         let metered = limits.fuel.is_some();
         let mut store = Store::new(&prepared.engine, state);
@@ -222,6 +235,9 @@ impl Guest {
     pub(crate) fn arm(&mut self, deadline: Option<Instant>, fuel: Option<u64>, output_bytes: usize, cancel: &CancelToken) -> wasmtime::Result<()> {
         let store = &mut self.store;
         store.data_mut().stop = CallContext { deadline, cancel: cancel.clone() };
+        if let Some(events) = store.data().displays.events() {
+            events.arm(CallContext { deadline, cancel: cancel.clone() });
+        }
         store.set_epoch_deadline(1);
         if self.metered {
             store.set_fuel(fuel.unwrap_or(u64::MAX))?;
@@ -229,6 +245,14 @@ impl Guest {
         self.stdout.set_cap(output_bytes);
         self.stderr.set_cap(output_bytes);
         Ok(())
+    }
+
+    /// The display cap and the event queue of the call that comes (a session's turn; a
+    /// run has its config's): what it keeps of its output and displays streams there.
+    pub(crate) fn stream(&mut self, display_bytes: usize, events: Option<Events>) {
+        self.stdout.set_events(events.clone());
+        self.stderr.set_events(events.clone());
+        self.store.data_mut().displays.set(display_bytes, events);
     }
 
     /// A session turn begins: the tool door's budget and record start afresh.
@@ -354,19 +378,29 @@ impl Guest {
             }
             std::mem::take(&mut t.record)
         });
+        let shown = data.displays.take();
         let (stdout, out_t) = self.stdout.take();
         let (stderr, err_t) = self.stderr.take();
+        // The guest is out: its stream ends, before the caller gets the end.
+        self.stdout.set_events(None);
+        self.stderr.set_events(None);
+        let dropped = shown.events.is_some_and(|events| {
+            events.end();
+            events.dropped() > 0
+        });
         Completed {
             exit_code: ending.exit_code,
             stdout,
             stderr,
             trapped: ending.trapped,
-            truncated: Truncated { stdout: out_t, stderr: err_t },
+            truncated: Truncated { stdout: out_t, stderr: err_t, displays: shown.cut, stream: dropped },
             fuel_used: ending.fuel_used,
             file_bytes_written: self.store.data().files.written(),
             files: mounts,
             tools: self.tools.as_ref().map(|(door, _)| door.record()),
             duration: started.elapsed(),
+            displays: shown.list,
+            bad_displays: shown.bad,
         }
     }
 

@@ -34,6 +34,9 @@ pub(crate) struct HostState {
     /// The control channel's state while the guest is launched (on standby, or a fresh
     /// run's command line and compiled-program offer): empty for any other store.
     pub(crate) control: crate::control::ControlState,
+    /// The displays the guest showed during the call in progress, and where they stream
+    /// (display.rs); its display frames reach it through the control channel.
+    pub(crate) displays: crate::display::DisplayState,
 }
 
 /// The guest's monotonic clock. A run's starts at [`GUEST_CLOCK_START`], a snapshot

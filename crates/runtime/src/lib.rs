@@ -21,19 +21,20 @@
 //! ```
 
 mod artifacts;
-mod call_threads;
 mod cached;
 mod compiled;
 mod config;
+mod delta;
 mod control;
+mod display;
 mod engine;
 mod error;
 mod files;
 mod fork;
-mod forks;
 mod guest;
 mod guest_mem;
 mod host;
+mod idle_memory;
 mod launch;
 mod mounts;
 mod notice;
@@ -48,12 +49,8 @@ mod snapshot;
 mod standby;
 mod stop;
 mod tempdir;
-mod threads;
-mod wait;
-mod wake;
 
 pub use artifacts::{ARTIFACTS_ENV, Artifacts, DIST_COMMAND, MANIFEST_MAGIC};
-pub use call_threads::start_call_thread;
 pub use config::{Grant, Limits, MIN_MEMORY_BYTES, Preload, RunConfig};
 pub use snapshot::{default_preload, preopen_table};
 pub use mounts::{
@@ -68,6 +65,8 @@ pub use signals::restore_trap_handlers;
 pub use tempdir::sweep_private_folders;
 pub use launch::{LaunchPolicy, LaunchStats, PIN_CALLER_ENV, STANDBY_ENV};
 pub use outcome::{Completed, Trapped, Truncated};
+pub use display::{DEFAULT_DISPLAY_BYTES, Display, MAX_DISPLAYS, MimeKind};
+pub use output::{Event, Events, Next, STREAM_QUEUE_BYTES, STREAM_STALL};
 pub use run::RunHandle;
 pub use runtime::{Runtime, RuntimeBuilder};
 pub use notice::{Notice, NoticeKind};
@@ -82,6 +81,17 @@ pub use wasi_python_door::{
     ToolSpecError,
 };
 pub use wasi_python_door as door;
+/// The scheduling primitives the runtime's launcher is built from (`crates/sched`).
+pub use wasi_python_sched as sched;
+use wasi_python_sched::forks;
+
+/// Starts a thread named `name` that runs `body`: a std thread. Kept for the network
+/// door's host until that door takes the runtime's call threads as the tool door does
+/// ([`ToolDoor::spawn_with`]); tool and file threads come from the runtime's own pool.
+pub fn start_call_thread(name: &'static std::ffi::CStr, body: door::Job) -> std::io::Result<()> {
+    door::Spawn::spawn(&door::StdThreads, name, body)
+}
+pub use wasi_python_door::network::{NetworkDoor, NetworkHost};
 /// The pure crates the tool door composes, re-exported for embedders.
 pub use wasi_python_budget as budget;
 pub use wasi_python_protocol as protocol;

@@ -52,17 +52,27 @@ impl std::fmt::Display for Trapped {
     }
 }
 
-/// Which captured streams dropped bytes past the output cap.
+/// What was cut: the captured streams that dropped bytes past the output cap, the
+/// displays cut past the display cap, and events left out of a streaming run's stream.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct Truncated {
     pub stdout: bool,
     pub stderr: bool,
+    /// Displays were cut at [`crate::Limits::display_bytes`] (or past
+    /// [`crate::MAX_DISPLAYS`]): `Completed::displays` holds the ones before.
+    pub displays: bool,
+    /// A streaming run left events out of its stream (its caller took too long:
+    /// output.rs, `STREAM_STALL`); the `Completed` holds them all the same.
+    pub stream: bool,
 }
 
 impl Truncated {
-    /// The streams that dropped output, by name: `stdout`, then `stderr`.
+    /// What was cut, by name: `stdout`, `stderr`, `displays`, `stream`, in that order.
     pub fn names(&self) -> Vec<&'static str> {
-        [(self.stdout, "stdout"), (self.stderr, "stderr")].into_iter().filter_map(|(t, name)| t.then_some(name)).collect()
+        [(self.stdout, "stdout"), (self.stderr, "stderr"), (self.displays, "displays"), (self.stream, "stream")]
+            .into_iter()
+            .filter_map(|(t, name)| t.then_some(name))
+            .collect()
     }
 }
 
@@ -86,6 +96,10 @@ pub struct Completed {
     /// What the run's tool door answered; `None` without tools.
     pub tools: Option<wasi_python_record::ToolRecord>,
     pub duration: Duration,
+    /// The displays the guest showed and the run kept, in order (display.rs).
+    pub displays: Vec<crate::Display>,
+    /// Display frames that were not a display (answered `bad`, not kept).
+    pub bad_displays: u64,
 }
 
 /// What a POSIX parent would read from `exit(code)`: the status modulo 256, so
@@ -153,10 +167,12 @@ mod tests {
 
     #[test]
     fn truncated_streams_are_named_stdout_first() {
-        let names = |stdout, stderr| Truncated { stdout, stderr }.names();
+        let names = |stdout, stderr| Truncated { stdout, stderr, ..Default::default() }.names();
         assert_eq!(names(false, false), Vec::<&str>::new());
         assert_eq!(names(false, true), ["stderr"]);
         assert_eq!(names(true, true), ["stdout", "stderr"]);
+        let all = Truncated { stdout: true, stderr: true, displays: true, stream: true };
+        assert_eq!(all.names(), ["stdout", "stderr", "displays", "stream"]);
     }
 
     #[test]

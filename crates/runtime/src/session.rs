@@ -91,7 +91,9 @@ impl Default for SessionLimits {
     }
 }
 
-/// One turn's limits: each turn gets its own deadline, fuel and output caps.
+/// One turn's limits: each turn gets its own deadline, fuel, output and display caps,
+/// and its own stream. `Turn { code, ..Default::default() }` takes the defaults of
+/// [`crate::Limits`].
 #[derive(Debug, Clone)]
 pub struct Turn {
     pub code: String,
@@ -99,6 +101,26 @@ pub struct Turn {
     pub output_bytes: usize,
     pub fuel: Option<u64>,
     pub cancel: CancelToken,
+    /// The turn's display cap ([`crate::Limits::display_bytes`]).
+    pub display_bytes: usize,
+    /// Where the turn's output and displays stream as the guest writes them
+    /// ([`crate::RunConfig::events`]).
+    pub events: Option<crate::Events>,
+}
+
+impl Default for Turn {
+    fn default() -> Turn {
+        let limits = crate::Limits::default();
+        Turn {
+            code: String::new(),
+            deadline: limits.deadline,
+            output_bytes: limits.output_bytes,
+            fuel: None,
+            cancel: CancelToken::new(),
+            display_bytes: limits.display_bytes,
+            events: None,
+        }
+    }
 }
 
 /// Why [`Session::claim_and_send`] sent nothing.
@@ -128,7 +150,7 @@ pub struct Session {
     /// each call runs on a new thread), which may be put on the caller's CPU.
     calls_out: bool,
     /// The session thread, woken on the caller's CPU when it sleeps (wake.rs).
-    thread: Arc<crate::wake::Pullable>,
+    thread: Arc<wasi_python_sched::wake::Pullable>,
     /// The launch policy's `turn_spin`.
     turn_spin: Duration,
     ended: Arc<Mutex<Option<SessionEnd>>>,
@@ -147,7 +169,7 @@ pub struct TurnHandle {
     /// How long the first wait spins before it sleeps (the launch policy's `turn_spin`).
     spin: Duration,
     /// Whether its spin yields: unless the session thread was running when the turn
-    /// was sent, it was woken, maybe onto this thread's CPU ([`crate::wait`]).
+    /// was sent, it was woken, maybe onto this thread's CPU ([`wasi_python_sched::wait`]).
     yielding: bool,
 }
 
@@ -161,7 +183,7 @@ const BESIDE: u8 = 2;
 impl TurnHandle {
     pub fn wait(self) -> Result<Completed, SessionError> {
         let rx = self.rx.lock();
-        let r = crate::wait::try_recv_spinning(&rx, self.spin, self.yielding).or_else(|_| rx.recv());
+        let r = wasi_python_sched::wait::try_recv_spinning(&rx, self.spin, self.yielding).or_else(|_| rx.recv());
         r.unwrap_or(Err(SessionError::Ended(SessionEnd::Closed)))
     }
     pub fn wait_timeout(&self, timeout: Duration) -> Option<Result<Completed, SessionError>> {
@@ -169,7 +191,7 @@ impl TurnHandle {
         // Most turns answer within a few hundred microseconds: catch those without a
         // sleep and wake-up.
         let spin = if self.spun.swap(true, Ordering::Relaxed) { Duration::ZERO } else { self.spin.min(timeout) };
-        let r = match crate::wait::try_recv_spinning(&rx, spin, self.yielding).or_else(|_| rx.recv_timeout(timeout)) {
+        let r = match wasi_python_sched::wait::try_recv_spinning(&rx, spin, self.yielding).or_else(|_| rx.recv_timeout(timeout)) {
             Ok(r) => Some(r),
             Err(RecvTimeoutError::Timeout) => None,
             Err(RecvTimeoutError::Disconnected) => Some(Err(SessionError::Ended(SessionEnd::Closed))),
@@ -204,9 +226,10 @@ impl Runtime {
     /// Metered (fuel) sessions need `config.limits.fuel` set to something at opening.
     pub fn open_session(&self, config: RunConfig, limits: SessionLimits) -> Result<Session, Error> {
         let grants = self.grants(&config)?;
+        self.launcher().lend_call_threads(&config);
         let (prepared, origin) = self.flavour_for(&config)?;
         let artifacts = self.artifacts().clone();
-        let taker = Taker { runtime: self.clone(), origin };
+        let taker = Taker::new(self.clone(), origin);
         let (tx, rx) = mpsc::sync_channel::<Cmd>(0);
         let ended = Arc::new(Mutex::new(None));
         let (ready_tx, ready_rx) = mpsc::sync_channel::<Result<(), Error>>(1);
@@ -214,7 +237,7 @@ impl Runtime {
         let listening = Arc::new(AtomicU8::new(ASLEEP));
         let calls_out = config.door.is_some() || config.tools.is_some() || !config.mounts.is_empty();
         let listening2 = listening.clone();
-        let thread = Arc::new(crate::wake::Pullable::default());
+        let thread = Arc::new(wasi_python_sched::wake::Pullable::default());
         let thread2 = thread.clone();
         let policy = self.launcher().policy.clone();
         let turn_spin = policy.turn_spin;
@@ -252,7 +275,7 @@ impl Runtime {
             thread,
             turn_spin,
             ended,
-            born: crate::forks::generation(),
+            born: wasi_python_sched::forks::generation(),
         })
     }
 }
@@ -268,7 +291,7 @@ impl Session {
 
     /// Whether this is a forked child of the process that opened the session.
     fn forked(&self) -> bool {
-        crate::forks::generation() != self.born
+        wasi_python_sched::forks::generation() != self.born
     }
 
     /// Starts a turn; refused if the session ended or another turn is running. The
@@ -488,7 +511,7 @@ impl Live {
     ) -> Result<Live, Error> {
         let (prepared, slot) = flavoured.pick()?;
         let clock = taker.origin.clock_start();
-        let mut guest = Guest::new(prepared, artifacts, config, grants, &[ARGV0.to_owned()], clock)?;
+        let mut guest = Guest::new(prepared, &flavoured.standby.launcher, artifacts, config, grants, &[ARGV0.to_owned()], clock)?;
         guest.instantiate(prepared).map_err(|e| Error::Module(format!("opening the session: {e:#}")))?;
         if let Origin::Snapshot(s) = &taker.origin
             && let Some((pages, patch)) = s.patch()
@@ -509,6 +532,8 @@ impl Live {
             output_bytes: 1 << 16,
             fuel: None,
             cancel: CancelToken::new(),
+            display_bytes: config.limits.display_bytes,
+            events: None,
         };
         let (done, _) = live.run_turn(&setup);
         if done.exit_code != Some(0) {
@@ -529,7 +554,7 @@ impl Live {
         limits: &SessionLimits,
         ended: &Mutex<Option<SessionEnd>>,
         listening: &AtomicU8,
-        thread: &crate::wake::Pullable,
+        thread: &wasi_python_sched::wake::Pullable,
         policy: &crate::LaunchPolicy,
     ) -> SessionEnd {
         let mut answered = Instant::now();
@@ -555,7 +580,7 @@ impl Live {
                 // yields to it, and its spin to this one.
                 let beside = thread.beside_sender();
                 listening.store(if beside { BESIDE } else { ALONE }, Ordering::Release);
-                let r = crate::wait::try_recv_spinning(rx, policy.next_turn_spin, beside);
+                let r = wasi_python_sched::wait::try_recv_spinning(rx, policy.next_turn_spin, beside);
                 listening.store(ASLEEP, Ordering::Release);
                 r
             });
@@ -611,6 +636,7 @@ impl Live {
         let started = Instant::now();
         let deadline = turn.deadline.and_then(|d| started.checked_add(d));
         let mut asked_exit = false;
+        self.guest.stream(turn.display_bytes, turn.events.clone());
         let ending = self.guest.call(
             turn.fuel,
             |g| {

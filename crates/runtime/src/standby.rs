@@ -58,7 +58,7 @@ use crate::host::{GuestLimits, HostState};
 use crate::output::{CappedPipe, InputPipe};
 use crate::stop::{Ticker, TickerGuard};
 use crate::launch::{LaunchStats, Launcher};
-use crate::threads::{Finishing, Waiters};
+use wasi_python_sched::{Finishing, Waiters};
 use crate::{CallContext, Completed, Error, RunConfig, ToolDoor};
 
 /// The turn a guest on standby runs: a fixed text, which the guest package's `_run_turn`
@@ -70,12 +70,12 @@ pub(crate) const SERVE: &str = "__import__('_wasi_python_boot').serve()";
 /// while any is, no guest is made on standby ([`Launcher::runs_idle`]), since its making
 /// would take a core from the runs (16 concurrent runs: 8-10 % fewer runs/s).
 pub(crate) struct Active {
-    _counted: crate::forks::Counted,
+    _counted: wasi_python_sched::forks::Counted,
 }
 
 impl Active {
     pub(crate) fn new(launcher: &Launcher) -> Active {
-        Active { _counted: crate::forks::Counted::more(&launcher.active) }
+        Active { _counted: wasi_python_sched::forks::Counted::more(&launcher.active) }
     }
 }
 
@@ -104,11 +104,11 @@ pub(crate) struct ReportTo {
 }
 
 impl ReportTo {
-    /// Reports `result`; the guard is held for the work that follows (threads.rs).
+    /// Reports `result`; the guard is held for the work that follows (sched's threads.rs).
     pub(crate) fn report(self, result: Result<Completed, Error>) -> Finishing {
         self.launcher.reported();
         (self.done)(result);
-        Finishing::new(&self.launcher, self.cpu)
+        Finishing::new(&self.launcher.threads, self.cpu)
     }
 }
 
@@ -141,7 +141,7 @@ pub(crate) struct Ready {
     /// A guest failed before it could wait: none is made again.
     broken: AtomicBool,
     /// In a forked child, a guest the parent was making is not being made (forks.rs).
-    seen: crate::forks::Seen,
+    seen: wasi_python_sched::forks::Seen,
     /// How often its guests were sent to warm up.
     warmups: AtomicUsize,
 }
@@ -159,7 +159,7 @@ impl Ready {
             primed_runs: AtomicUsize::new(0),
             broken: AtomicBool::new(false),
             warmups: AtomicUsize::new(0),
-            seen: crate::forks::Seen::new(),
+            seen: wasi_python_sched::forks::Seen::new(),
         });
         launcher.register(&r, compiled);
         r
@@ -243,7 +243,7 @@ impl Ready {
     /// In a forked child, at the first claim: the guest and the instance the parent was
     /// making or priming are not the child's (`seen` tells once, so both claims end here).
     fn forget_the_parents(&self) {
-        self.forget_the_parents_at(crate::forks::generation());
+        self.forget_the_parents_at(wasi_python_sched::forks::generation());
     }
 
     fn forget_the_parents_at(&self, now: u64) {
@@ -357,10 +357,16 @@ pub(crate) fn take_job(
     stderr.take();
     stdout.set_cap(limits.output_bytes);
     stderr.set_cap(limits.output_bytes);
+    stdout.set_events(config.events.clone());
+    stderr.set_events(config.events.clone());
     stdin.set(config.stdin);
     state.limits = GuestLimits::new(limits.memory_bytes);
     state.files = FileState::new(limits.file_write_bytes, limits.max_open_files);
     state.stop = CallContext { deadline, cancel: config.cancel };
+    if let Some(events) = &config.events {
+        events.arm(state.stop.clone());
+    }
+    state.displays = crate::display::DisplayState::new(limits.display_bytes, config.events);
     state.door = config.door;
     (spec, offer, Taken { started, tools: config.tools, report })
 }

@@ -79,6 +79,7 @@ fn each_session_turn_has_its_own_tool_budget_and_record() {
                 output_bytes: 1 << 16,
                 fuel: None,
                 cancel: Default::default(),
+                ..Default::default()
             })
             .expect("the session lives")
     };

@@ -157,6 +157,7 @@ fn more_live_stores_than_pool_slots_still_run() {
         output_bytes: 1 << 16,
         fuel: None,
         cancel: CancelToken::new(),
+        ..Default::default()
     };
     for s in [&sessions[0], &sessions[63]] {
         let done = s.turn(turn("6 * 7")).unwrap();
@@ -184,7 +185,7 @@ fn durations_past_the_clocks_range_are_no_limit_not_a_panic() {
 
     let limits = SessionLimits { idle: Some(huge), lifetime: Some(huge), shutdown: huge };
     let s = runtime().open_session(RunConfig::new(Vec::<String>::new()), limits).expect("a session opens");
-    let turn = Turn { code: "print(1)".into(), deadline: Some(huge), output_bytes: 100, fuel: None, cancel: Default::default() };
+    let turn = Turn { code: "print(1)".into(), deadline: Some(huge), output_bytes: 100, fuel: None, cancel: Default::default(), ..Default::default() };
     assert_eq!(text(&s.turn(turn).expect("the session lives").stdout), "1\n");
     assert!(s.close().is_some());
 }

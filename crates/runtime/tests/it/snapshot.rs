@@ -23,6 +23,7 @@ fn turn(code: &str) -> Turn {
         output_bytes: 1 << 20,
         fuel: None,
         cancel: wasi_python_runtime::CancelToken::new(),
+        ..Default::default()
     }
 }
 
