@@ -111,8 +111,6 @@ def exec_module(module):
 def install():
     if sys.modules[__name__] not in sys.meta_path:
         sys.meta_path.insert(0, sys.modules[__name__])
-    if "display" not in _builtins:
-        _builtins["display"] = display
     global _reactor_refresh
     if _reactor._refresh is not _refresh:
         _reactor_refresh = _reactor._refresh
@@ -135,54 +133,57 @@ def _run_turn(text, name):
     is looked up as the compiled expression would look it up (in `__main__`, then its
     builtins), with no compiling at all (30 us in the guest); one found in neither goes
     the compiled way, which raises the same NameError. A fresh run's turn (`_GO_TURN`, run.rs) calls `go`, and a guest on standby's
-    (`_SERVE_TURN`) `serve`, without compiling anything either."""
+    (`_SERVE_TURN`) `serve`, without compiling anything either. A turn's displays: its
+    last value's rich form (`_echo`), and the figures pyplot holds open at its end, even
+    when it raised (`_figures_end`)."""
     if text == _GO_TURN:
         return go()
     if text == _SERVE_TURN:
         return serve()
-    _display_begin()
-    try:
-        return _turn(text, name)
-    finally:
-        _figures_end()
-
-
-def _turn(text, name):
-    """`_run_turn`'s work, between the displays' start and the figures' end."""
+    modules = sys.modules
+    if "host._display" in modules:  # inline, as below: each call costs a turn 2,000 instructions
+        _display_begin()
     global _image_env, _rng_views
     _image_env = None  # a turn may change the environment
     _rng_views = None  # and the generators
-    bare = text.rstrip()
-    if bare.isascii() and bare.isidentifier() and bare not in _NOT_NAMES:
-        # ASCII only: the parser would NFKC-normalise any other identifier first.
-        scope = sys.modules["__main__"].__dict__
-        if bare in scope:
-            _echo(scope[bare])
-            return None
-        builtins = scope.get("__builtins__")
-        builtins = getattr(builtins, "__dict__", builtins)
-        if type(builtins) is dict and bare in builtins:
-            _echo(builtins[bare])
-            return None
-    compiled = _compiled_turn(text, name)
-    if compiled is not None:
-        linecache = sys.modules.get("linecache") or __import__("linecache")
-        codes, expr = compiled
-        scope = sys.modules["__main__"].__dict__
-        for code in (*codes, expr) if expr is not None else codes:
-            linecache._register_code(code, text, name)
-        for code in codes:
-            exec(code, scope)
-        if expr is not None:
-            _echo(eval(expr, scope))
-        return None
-    hook = sys.displayhook
-    echo = sys.displayhook = _Echo(hook)
     try:
-        return _reactor_run_turn(text, name)
+        bare = text.rstrip()
+        if bare.isascii() and bare.isidentifier() and bare not in _NOT_NAMES:
+            # ASCII only: the parser would NFKC-normalise any other identifier first.
+            scope = modules["__main__"].__dict__
+            if bare in scope:
+                value = scope[bare]
+                sys.displayhook(value)
+                if value is not None and type(value) not in _PLAIN:  # `_echo`
+                    _displays().result(value)
+                return None
+            builtins = scope.get("__builtins__")
+            builtins = getattr(builtins, "__dict__", builtins)
+            if type(builtins) is dict and bare in builtins:
+                _echo(builtins[bare])
+                return None
+        compiled = _compiled_turn(text, name)
+        if compiled is not None:
+            linecache = modules.get("linecache") or __import__("linecache")
+            codes, expr = compiled
+            scope = modules["__main__"].__dict__
+            for code in (*codes, expr) if expr is not None else codes:
+                linecache._register_code(code, text, name)
+            for code in codes:
+                exec(code, scope)
+            if expr is not None:
+                _echo(eval(expr, scope))
+            return None
+        hook = sys.displayhook
+        echo = sys.displayhook = _Echo(hook)
+        try:
+            return _reactor_run_turn(text, name)
+        finally:
+            if sys.displayhook is echo:  # the turn's own, if it set one, stays
+                sys.displayhook = hook
     finally:
-        if sys.displayhook is echo:  # the turn's own, if it set one, stays
-            sys.displayhook = hook
+        if _figs:  # pyplot holds figures open: they become displays
+            _figures_end()
 
 
 def _echo(value, hook=None):
@@ -289,7 +290,6 @@ def _first_word(line):
 # Its frames carry the reactor's file name, so tracebacks leave them out as they leave
 # out the reactor's own (the reactor's report skips leading `<reactor>` frames).
 _run_turn.__code__ = _run_turn.__code__.replace(co_filename="<reactor>")
-_turn.__code__ = _turn.__code__.replace(co_filename="<reactor>")
 _echo.__code__ = _echo.__code__.replace(co_filename="<reactor>")
 _Echo.__call__.__code__ = _Echo.__call__.__code__.replace(co_filename="<reactor>")
 _reactor_run_turn = None  # the reactor's own, which `_run_turn` wraps
@@ -352,6 +352,9 @@ def display(*objs, include=None, exclude=None, metadata=None, raw=False):
 
 
 display.__module__ = "builtins"
+# A builtin in every run and session, set as this module is imported: a preload image's
+# build did it for its runs (a look in `install` cost each run 2,000 instructions).
+_builtins["display"] = display
 
 
 def _displays():
@@ -372,14 +375,12 @@ def _display_begin():
 
 
 def _figures_end():
-    """A run or turn ends: the figures pyplot holds open become displays (with figures
-    on), then are closed. A look at one dict when pyplot is loaded; nothing without it."""
-    helpers = sys.modules.get("matplotlib._pylab_helpers")
-    if helpers is None or "matplotlib.pyplot" not in sys.modules:
+    """A run or turn ends with figures open in pyplot (`_figs`, which the caller looks
+    at): they become displays (with figures on), then are closed."""
+    if "matplotlib.pyplot" not in sys.modules:
         return
     try:
-        if helpers.Gcf.figs:
-            _displays().end()
+        _displays().end()
     except Exception:  # noqa: BLE001 - host._display reports what failed; the run ends as it would
         pass
 
@@ -392,11 +393,20 @@ def _pyplot_show(*args, **kwargs):
 
 
 _pyplot_own_show = None  # matplotlib's `show`, which `_pyplot_show` replaced
+# pyplot's open figures (`Gcf.figs`, a dict matplotlib changes in place) once pyplot is
+# loaded (`_hook_pyplot`), else None: the end of a run or turn looks at it alone, a
+# global where a look in sys.modules cost each run 5,000 instructions.
+_figs = None
 
 
 def _hook_pyplot(pyplot):
     """Puts `_pyplot_show` in `pyplot` in place of its `show` (once)."""
-    global _pyplot_own_show
+    global _pyplot_own_show, _figs
+    helpers = sys.modules.get("matplotlib._pylab_helpers")
+    figs = getattr(getattr(helpers, "Gcf", None), "figs", None)
+    if not isinstance(figs, dict):
+        return
+    _figs = figs
     own = getattr(pyplot, "show", None)
     if own is not None and own is not _pyplot_show:
         _pyplot_own_show = own
@@ -788,7 +798,8 @@ def main(argv=None, env=None, workdir=None, restored=False, compiled=None, in_ma
     if env is not None and not restored:
         restore(None, workdir, reseed=False)
     install()
-    _display_begin()
+    if in_main:  # a session's snapshot may hold the displays' state; a fresh image does not
+        _display_begin()
     argv = [sys.executable, *(sys.argv[1:] if argv is None else argv)]
     sys.orig_argv = argv
     if env is not None and len(argv) > 2 and argv[1] == "-c":
@@ -1069,7 +1080,8 @@ def finish():
     and a session's close: the rest of CPython's teardown (hundreds of milliseconds with
     pandas loaded) is skipped, since the host drops the instance anyway. First, the
     figures pyplot holds open become displays (`_figures_end`), as at a turn's end."""
-    _figures_end()
+    if _figs:
+        _figures_end()
     atexit = sys.modules.get("atexit") or __import__("atexit")
     atexit._run_exitfuncs()
     main = sys.modules.get("__main__")
