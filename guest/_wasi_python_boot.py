@@ -58,6 +58,8 @@ def find_spec(name, path=None, target=None):
     if name != "host" and not name.startswith("host."):
         if name == "matplotlib.pyplot":
             return _pyplot_spec(path, target)
+        if name == "urllib.request":
+            return _urllib_spec(path, target)
         return None
     if _bundle is None:
         _bundle = _read_bundle()
@@ -428,6 +430,59 @@ def _pyplot_spec(path, target):
                 spec.loader = _PyplotLoader(spec.loader)
             return spec
     return None
+
+
+def _urllib_spec(path, target):
+    """urllib.request's spec, as the finders after this one find it, with a loader that
+    sends its http and https through the host (`_urllib_through_host`) once the module
+    is executed: a program that never imports it pays nothing."""
+    me = sys.modules[__name__]
+    for finder in sys.meta_path:
+        find = getattr(finder, "find_spec", None) if finder is not me else None
+        spec = find("urllib.request", path, target) if find is not None else None
+        if spec is not None:
+            if hasattr(spec.loader, "exec_module"):
+                spec.loader = _UrllibLoader(spec.loader)
+            return spec
+    return None
+
+
+class _UrllibLoader:
+    """urllib.request's own loader, which `_urllib_spec` wraps."""
+
+    def __init__(self, loader):
+        self.loader = loader
+
+    def create_module(self, spec):
+        return self.loader.create_module(spec)
+
+    def exec_module(self, module):
+        spec = module.__spec__
+        spec.loader = module.__loader__ = self.loader
+        self.loader.exec_module(module)
+        _urllib_through_host(module)
+
+    def __getattr__(self, name):
+        return getattr(self.loader, name)
+
+
+def _urllib_through_host(request):
+    """urllib's http and https handlers open their requests through the host
+    (guest/host/http.py, docs/network.md): `urlopen`, and so `pandas.read_csv(url)`,
+    work with the network the embedder gave, and raise URLError naming the host's
+    refusal without one. The guest has no ssl module, so `HTTPHandler` takes https
+    too; an `HTTPSHandler` a program makes (if ssl ever exists) goes the same way."""
+    request.HTTPHandler.http_open = _urllib_open
+    request.HTTPHandler.https_open = _urllib_open
+    https = getattr(request, "HTTPSHandler", None)
+    if https is not None:
+        https.https_open = _urllib_open
+
+
+def _urllib_open(handler, req):
+    from host.http import open_request
+
+    return open_request(req)
 
 
 class _PyplotLoader:

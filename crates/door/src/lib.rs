@@ -10,6 +10,8 @@
 //! - [`Bound`] waits for a call on another thread until an instant or a stop, and
 //!   abandons it then, counted by an [`Abandonment`] until it ends. Tool calls use it, and
 //!   so do the runtime's mount providers.
+//! - [`network::NetworkDoor`] takes the guest's network requests to the embedder's
+//!   [`network::NetworkHost`] before the other frames reach their door.
 //!
 //! This crate knows neither wasmtime nor Python, and reads no guest memory: the runtime
 //! copies a frame out of the guest and the answer back in. It never interrupts embedder
@@ -21,6 +23,7 @@
 mod bounded;
 mod cancel;
 mod door;
+pub mod network;
 mod tool;
 mod tool_door;
 
