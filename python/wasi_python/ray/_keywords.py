@@ -12,7 +12,7 @@ _REFUSED = {
 RUN_KEYWORDS = frozenset({
     "stdin", "env", "grants", "memory_bytes", "deadline_s", "output_bytes", "fuel", "tools", "gate",
     "max_tool_calls", "max_tool_request_bytes", "file_write_bytes", "max_open_files", "workdir",
-    "preload", "mounts", "max_file_calls", "snapshot",
+    "preload", "mounts", "max_file_calls", "snapshot", "network", "secrets",
 })
 SESSION_KEYWORDS = (RUN_KEYWORDS - {"stdin"}) | {"idle_s", "lifetime_s", "shutdown_s", "keep_random"}
 

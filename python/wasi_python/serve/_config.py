@@ -48,6 +48,17 @@ class ServeConfig:
     http: Optional[tuple[str, int]] = None
     #: The bearer token HTTP clients must send; required to listen off loopback.
     token: Optional[str] = field(default=None, repr=False)
+    #: Hosts the guests may reach through the server's host (docs/network.md): names,
+    #: wildcards, addresses; () for no network.
+    network_allow: tuple[str, ...] = ()
+
+    def network(self) -> Any:
+        """The ``network=`` of every run and session: a ``Network`` of ``network_allow``, or None."""
+        if not self.network_allow:
+            return None
+        from .._network import Network
+
+        return Network(list(self.network_allow))
 
     def run_limits(self, timeout_s: Optional[float] = None) -> dict[str, Any]:
         """The keywords of one run or session turn."""
@@ -99,6 +110,7 @@ def add_guest_arguments(p: argparse.ArgumentParser, d: ServeConfig) -> None:
     p.add_argument("--mount-rw", action="append", metavar="HOST:GUEST", help="a host folder every guest may also write, repeatable (default: none)")
     p.add_argument("--session-idle-s", type=float, help=help_text("a session that rests this long ends", d.session_idle_s))
     p.add_argument("--session-lifetime-s", type=float, help=help_text("a session ends this long after it started", d.session_lifetime_s))
+    p.add_argument("--network-allow", action="append", metavar="HOST", help="a host the guests may reach over HTTP(S) through this server (a name, '*.example.com', or an address to reach a private one), repeatable (default: no network; docs/network.md)")
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
@@ -203,6 +215,16 @@ def checked(given: dict[str, Any]) -> ServeConfig:
         out["http"] = parse_http(http) if isinstance(http, str) else (str(http[0]), int(http[1]))
     token = given.get("token") or os.environ.get("WASI_PYTHON_MCP_TOKEN") or None
     out["token"] = token
+    if given.get("network_allow"):
+        allow = given["network_allow"]
+        if isinstance(allow, str) or not all(isinstance(h, str) for h in allow):
+            raise ConfigError("network_allow: a list of host names")
+        from .._network import Network
+
+        try:
+            out["network_allow"] = Network(list(allow)).hosts
+        except (TypeError, ValueError) as e:
+            raise ConfigError(f"network_allow: {e}") from None
     cfg = replace(c, **out)
     if cfg.http is not None and cfg.http[0] not in _LOOPBACK and not cfg.token:
         raise ConfigError(f"http: listening on {cfg.http[0]} needs --token: anyone who reaches the port could run code")

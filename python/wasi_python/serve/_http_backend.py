@@ -53,6 +53,7 @@ def session_keywords(cfg: ServeConfig) -> dict[str, Any]:
     return dict(
         memory_bytes=cfg.memory_bytes, deadline_s=cfg.deadline_s, output_bytes=cfg.output_bytes,
         preload=cfg.preload, grants=cfg.mounts, idle_s=cfg.session_idle_s, lifetime_s=cfg.session_lifetime_s,
+        network=cfg.network(),
     )
 
 

@@ -56,7 +56,7 @@ _OWN = {f.name for f in fields(HttpConfig)} - {"serve"}
 #: The settings of `ServeConfig` that mean something here.
 _SHARED = (
     "deadline_s", "memory_bytes", "output_bytes", "preload", "mounts", "max_sessions",
-    "session_idle_s", "session_lifetime_s", "token",
+    "session_idle_s", "session_lifetime_s", "token", "network_allow",
 )
 
 

@@ -177,6 +177,8 @@ def _limits(cfg: ServeConfig, kw: dict[str, Any], deadline: Optional[float], mem
         kw["preload"] = cfg.preload
     if cfg.mounts:
         kw["grants"] = cfg.mounts
+    if cfg.network_allow:
+        kw["network"] = cfg.network()
 
 
 # --------------------------------------------------------------------------------------------

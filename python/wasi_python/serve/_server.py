@@ -63,7 +63,7 @@ class Sessions:
         kw: dict[str, Any] = dict(
             memory_bytes=self.cfg.memory_bytes, deadline_s=self.cfg.deadline_s, output_bytes=self.cfg.output_bytes,
             preload=self.cfg.preload, grants=self.cfg.mounts,
-            idle_s=self.cfg.session_idle_s, lifetime_s=self.cfg.session_lifetime_s,
+            idle_s=self.cfg.session_idle_s, lifetime_s=self.cfg.session_lifetime_s, network=self.cfg.network(),
         )
         if self.tools:
             kw.update(tools=self.tools, max_tool_calls=self.cfg.max_tool_calls)
@@ -384,6 +384,8 @@ class SandboxServer:
             kw["preload"] = self.cfg.preload
         if self.cfg.mounts:
             kw["grants"] = self.cfg.mounts
+        if self.cfg.network_allow:
+            kw["network"] = self.cfg.network()
         if self.guest_tools:
             kw["tools"] = self.guest_tools
             kw["max_tool_calls"] = self.cfg.max_tool_calls
