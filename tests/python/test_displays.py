@@ -192,3 +192,13 @@ def test_a_display_from_a_snapshot_run_and_a_plain_run_without_any():
     assert run(["-c", "print(1)"]).displays == ()
     done = run(["-c", SEND + "show({'data': {'text/plain': 'x'}})"], preload=())
     assert [d.data for d in done.displays] == [{"text/plain": "x"}]
+
+
+def test_a_ray_pool_takes_display_bytes_and_refuses_callbacks_by_name():
+    from wasi_python.ray._keywords import RUN_KEYWORDS, SESSION_KEYWORDS, checked_keywords
+
+    assert checked_keywords({"display_bytes": 10}, RUN_KEYWORDS, "run") == {"display_bytes": 10}
+    assert "display_bytes" in SESSION_KEYWORDS
+    for name in ("on_stdout", "on_stderr", "on_display"):
+        with pytest.raises(TypeError, match="streaming callbacks"):
+            checked_keywords({name: print}, RUN_KEYWORDS, "run")

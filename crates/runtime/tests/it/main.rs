@@ -3,6 +3,7 @@
 //! They need `cargo xtask dist` (or `$WASI_PYTHON_ARTIFACTS`); `cargo xtask test`
 //! provides both. Without artifacts every test fails with the command that fixes it.
 
+mod display;
 mod door;
 mod files;
 mod fork;
