@@ -10,6 +10,8 @@
 //! - [`Bound`] waits for a call on another thread until an instant or a stop, and
 //!   abandons it then, counted by an [`Abandonment`] until it ends. Tool calls use it, and
 //!   so do the runtime's mount providers.
+//! - [`Spawn`] starts the door's threads, a new one per call: the runtime gives each door
+//!   it runs its own pool ([`ToolDoor::spawn_with`]); [`StdThreads`] otherwise.
 //! - [`network::NetworkDoor`] takes the guest's network requests to the embedder's
 //!   [`network::NetworkHost`] before the other frames reach their door.
 //!
@@ -23,6 +25,7 @@
 mod bounded;
 mod cancel;
 mod door;
+mod spawn;
 pub mod network;
 mod tool;
 mod tool_door;
@@ -30,5 +33,6 @@ mod tool_door;
 pub use bounded::{Abandonment, Bound, Job, Unanswered};
 pub use cancel::CancelToken;
 pub use door::{CallContext, DEADLINE_MARGIN, Door, DoorAnswer, Stop};
+pub use spawn::{Spawn, StdThreads};
 pub use tool::{Invocation, ToolHost, ToolOutput, ToolSpec, ToolSpecError};
 pub use tool_door::ToolDoor;

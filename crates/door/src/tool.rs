@@ -6,7 +6,7 @@ use std::time::Duration;
 use wasi_python_protocol::{DecodeError, Map, Value};
 use wasi_python_schema::{InputSchema, Options};
 
-use crate::{CancelToken, Job};
+use crate::CancelToken;
 
 /// Why a set of tools cannot be offered.
 #[derive(Debug, thiserror::Error)]
@@ -107,19 +107,12 @@ pub enum ToolOutput {
 pub trait ToolHost: Send + Sync + 'static {
     fn invoke(&self, call: Invocation, cancel: &CancelToken) -> ToolOutput;
 
-    /// Runs a tool thread's whole life, `body` included. A host may prepare the thread
-    /// here once (Python: its thread state) so the call itself starts at once; the
-    /// door starts each thread before its call arrives, and gives it one call only.
+    /// Runs a tool thread's whole life, `body` included: the one hook by which the
+    /// embedder prepares the thread, once (Python: its thread state), so the call itself
+    /// starts at once. The door starts each thread (with the [`Spawn`](crate::Spawn) its
+    /// runtime gave it) before its call arrives, and gives it one call only.
     fn enter_thread(&self, body: Box<dyn FnOnce() + Send + '_>) {
         body()
-    }
-
-    /// Starts a new thread that runs `body`, a tool thread's whole life. By default a
-    /// std thread; a host may start its threads another way, such as on stacks kept
-    /// from finished ones (`wasi_python_runtime::start_call_thread`), as long as each
-    /// call gets a new thread.
-    fn start_thread(&self, body: Job) -> std::io::Result<()> {
-        std::thread::Builder::new().name("wasi-python-tool".into()).spawn(body).map(drop)
     }
 }
 

@@ -7,8 +7,8 @@
 //! answer cap, and every frame ends in the record.
 
 use std::collections::HashMap;
-use std::sync::Arc;
 use std::sync::mpsc;
+use std::sync::{Arc, OnceLock};
 use std::time::{Duration, Instant};
 
 use parking_lot::Mutex;
@@ -21,8 +21,8 @@ use wasi_python_record::{Op, Outcome, OutcomeKind, Recorder, ToolRecord};
 use wasi_python_schema::{ArgumentErrorKind, Bounds, DEFAULT_MAX_STEPS};
 
 use crate::{
-    Abandonment, Bound, CallContext, CancelToken, Door, DoorAnswer, Invocation, Job, ToolHost, ToolOutput, ToolSpec,
-    ToolSpecError, Unanswered,
+    Abandonment, Bound, CallContext, CancelToken, Door, DoorAnswer, Invocation, Job, Spawn, StdThreads, ToolHost,
+    ToolOutput, ToolSpec, ToolSpecError, Unanswered,
 };
 
 /// How many tool threads wait ready for the next call. One: the next call's thread
@@ -34,17 +34,19 @@ const SPARES: usize = 1;
 /// wake-up costs tens of microseconds on a small VM, most tool calls less.
 const SPIN: Duration = Duration::from_micros(150);
 
-/// Starts a tool thread that waits for exactly one job.
-fn start_worker(host: Arc<dyn ToolHost>) -> std::io::Result<mpsc::SyncSender<Job>> {
+/// Starts a tool thread with `spawn` that, entered by `host`, waits for exactly one job.
+fn start_worker(spawn: &dyn Spawn, host: Arc<dyn ToolHost>) -> std::io::Result<mpsc::SyncSender<Job>> {
     let (tx, rx) = mpsc::sync_channel::<Job>(1);
-    let entering = host.clone();
-    host.start_thread(Box::new(move || {
-        entering.enter_thread(Box::new(move || {
-            if let Ok(job) = rx.recv() {
-                job();
-            }
-        }))
-    }))?;
+    spawn.spawn(
+        c"wasi-python-tool",
+        Box::new(move || {
+            host.enter_thread(Box::new(move || {
+                if let Ok(job) = rx.recv() {
+                    job();
+                }
+            }))
+        }),
+    )?;
     Ok(tx)
 }
 
@@ -66,6 +68,8 @@ struct Inner {
     list: ListAnswer,
     offered: String,
     host: Arc<dyn ToolHost>,
+    /// What starts the tool threads: set once ([`ToolDoor::spawn_with`]), else std threads.
+    spawn: OnceLock<Arc<dyn Spawn>>,
     state: Mutex<State>,
     /// Fresh threads, started ahead of the next calls so their start is off the calls' path.
     spare: Mutex<Vec<mpsc::SyncSender<Job>>>,
@@ -105,6 +109,7 @@ impl ToolDoor {
                 list,
                 offered,
                 host,
+                spawn: OnceLock::new(),
                 state: Mutex::new(State {
                     budget: Budget::new(limits),
                     recorder: Recorder::default(),
@@ -114,6 +119,18 @@ impl ToolDoor {
         })
     }
 
+    /// From now on, the door's tool threads are started by `spawn` (a new thread per
+    /// call, as [`Spawn`] promises), unless one was given already: then `false`, and
+    /// nothing changes. The runtime gives each door it runs its own pool of call threads
+    /// when the run starts; a door given none starts std threads ([`StdThreads`]).
+    pub fn spawn_with(&self, spawn: Arc<dyn Spawn>) -> bool {
+        self.inner.spawn.set(spawn).is_ok()
+    }
+
+    fn spawner(&self) -> &dyn Spawn {
+        self.inner.spawn.get().map_or(&StdThreads, |s| &**s)
+    }
+
     /// Starts spare tool threads up to [`SPARES`], so that the next call finds its
     /// thread started.
     fn refill(&self) {
@@ -121,7 +138,7 @@ impl ToolDoor {
             return;
         }
         while self.inner.spare.lock().len() < SPARES {
-            match start_worker(self.inner.host.clone()) {
+            match start_worker(self.spawner(), self.inner.host.clone()) {
                 Ok(tx) => self.inner.spare.lock().push(tx),
                 Err(_) => return,
             }
@@ -139,7 +156,7 @@ impl ToolDoor {
         let spare = self.inner.spare.lock().pop();
         let tx = match spare {
             Some(tx) => tx,
-            None => start_worker(self.inner.host.clone())?,
+            None => start_worker(self.spawner(), self.inner.host.clone())?,
         };
         tx.send(job).map_err(|_| std::io::Error::other("the tool thread ended before its call"))
     }

@@ -77,14 +77,10 @@ pub trait FileProvider: Send + Sync + 'static {
     fn inline(&self) -> bool {
         false
     }
-    /// Runs `body` (a provider call on its own thread) inside whatever the provider needs
-    /// around it; the Python binding attaches the thread to the interpreter here.
+    /// Runs `body` (a provider call on its own thread, which the runtime starts from its
+    /// own pool) inside whatever the provider needs around it: the one hook by which the
+    /// embedder prepares the thread (the Python binding attaches it to the interpreter).
     fn enter_thread(&self, body: Box<dyn FnOnce() + Send + '_>) {
         body()
-    }
-    /// Starts the new thread of a provider call, which runs `body`. By default a std
-    /// thread; the Python binding starts it on a stack an ended call's thread left.
-    fn start_thread(&self, body: Box<dyn FnOnce() + Send>) -> std::io::Result<()> {
-        std::thread::Builder::new().name("wasi-python-file".into()).spawn(body).map(drop)
     }
 }

@@ -143,9 +143,6 @@ impl FileProvider for PyProvider {
     fn enter_thread(&self, body: Box<dyn FnOnce() + Send + '_>) {
         enter_python(body)
     }
-    fn start_thread(&self, body: Box<dyn FnOnce() + Send>) -> std::io::Result<()> {
-        wasi_python_runtime::start_call_thread(c"wasi-python-file", body)
-    }
 }
 
 /// A mount's provider as the package hands it over: the built-in `MemoryFilesHandle`,

@@ -96,10 +96,6 @@ impl ToolHost for PyToolHost {
         enter_python(body)
     }
 
-    fn start_thread(&self, body: wasi_python_runtime::door::Job) -> std::io::Result<()> {
-        wasi_python_runtime::start_call_thread(c"wasi-python-tool", body)
-    }
-
     fn invoke(&self, call: Invocation, cancel: &CancelToken) -> ToolOutput {
         if SHUTTING_DOWN.load(Ordering::SeqCst) {
             return ToolOutput::Internal { fault: "the host's interpreter is shutting down".into() };

@@ -68,11 +68,6 @@ impl ToolHost for Echo {
     fn invoke(&self, call: Invocation, _cancel: &CancelToken) -> ToolOutput {
         ToolOutput::Ok(Value::Object(call.args))
     }
-
-    /// As the Python binding starts them: on a stack an ended call's thread left.
-    fn start_thread(&self, body: wasi_python_runtime::door::Job) -> std::io::Result<()> {
-        wasi_python_runtime::start_call_thread(c"wasi-python-tool", body)
-    }
 }
 
 /// A door offering one tool, `echo(s: str)`, with no frame or byte budget.

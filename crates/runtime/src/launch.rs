@@ -4,12 +4,13 @@
 //! process share none of it.
 //!
 //! ## A guest thread's states
-//! - **idle**: on the launcher's list ([`Launcher::idle`], threads.rs), waiting for a job;
+//! - **idle**: on the launcher's list ([`Launcher::threads`], sched's `KeptThreads`),
+//!   waiting for a job;
 //!   at most [`LaunchPolicy::idle_threads`] wait, each for [`LaunchPolicy::thread_idle`],
 //!   then it ends. A job goes to the most recent idle thread (its stack is warmest).
 //! - **running**: a fresh run (run.rs): a store and an instance made, the program run.
 //! - **finishing**: the run's result is out; the thread drops the instance (the pool
-//!   slot's reset, the private folders) holding [`Finishing`](crate::threads::Finishing).
+//!   slot's reset, the private folders) holding sched's [`Finishing`](wasi_python_sched::Finishing).
 //!   A caller that waits for its run and finds no idle thread waits up to
 //!   [`LaunchPolicy::finish_wait`] for a finishing one rather than start another.
 //! - **making**: after a run that could take a guest on standby, and only while no fresh
@@ -51,10 +52,13 @@ use std::time::{Duration, Instant};
 
 use parking_lot::Mutex;
 
+use wasi_python_door::{Job, Spawn};
+use wasi_python_sched::{CallThreads, Count, KeptThreads};
+
 use crate::compiled::Compiled;
-use crate::forks::Count;
+use crate::engine::GUEST_THREAD_STACK;
 use crate::standby::Ready;
-use crate::threads::{Job, Waiters};
+use crate::tempdir::Spares;
 
 /// The environment variable that turns guests on standby off by default: `0`.
 pub const STANDBY_ENV: &str = "WASI_PYTHON_STANDBY";
@@ -100,6 +104,11 @@ pub struct LaunchPolicy {
     pub turn_spin: Duration,
     /// How long a session's thread spins for the next turn, back to back (100 us).
     pub next_turn_spin: Duration,
+    /// What idle pool slots keep resident for the next run, in bytes, in all (64 MiB):
+    /// past it, the slots unused longest give their memory back once unused for a
+    /// second, so a burst of large runs leaves no more than this (idle_memory.rs). 0
+    /// keeps nothing once the slots are idle; each slot keeps at most 64 MiB meanwhile.
+    pub idle_memory: u64,
 }
 
 impl Default for LaunchPolicy {
@@ -118,6 +127,7 @@ impl Default for LaunchPolicy {
             pin_caller: std::env::var_os(PIN_CALLER_ENV).is_some_and(|v| v == "1"),
             turn_spin: Duration::from_micros(300),
             next_turn_spin: Duration::from_micros(100),
+            idle_memory: 64 << 20,
         }
     }
 }
@@ -148,16 +158,27 @@ pub struct LaunchStats {
     pub idle_threads: usize,
     /// `-c` programs kept compiled (compiled.rs).
     pub compiled_programs: usize,
+    /// Private folders kept for the next runs (tempdir.rs), for all images.
+    pub spare_folders: usize,
+    /// Stacks kept for the next tool or provider call's thread, for all images.
+    pub call_thread_stacks: usize,
+    /// Bytes the runtime's idle pool slots keep resident now, for all images (the policy's
+    /// `idle_memory` bounds it once they are idle).
+    pub idle_slot_bytes: u64,
 }
 
 /// One runtime's scheduling state (the module's header).
 #[derive(Debug)]
 pub(crate) struct Launcher {
     pub(crate) policy: LaunchPolicy,
-    /// Guest threads waiting for their next run (threads.rs).
-    pub(crate) idle: Waiters<Job, ()>,
-    /// Guest threads whose run's result is out, still dropping its instance.
-    pub(crate) finishing: Arc<Count>,
+    /// Guest threads: those waiting for their next run, and those whose run's result is
+    /// out, still dropping its instance ([`Finishing`](wasi_python_sched::Finishing)).
+    pub(crate) threads: Arc<KeptThreads>,
+    /// The threads of tool calls and of mounts' provider calls, on kept stacks: what
+    /// every tool door and mount this runtime runs starts its threads with.
+    pub(crate) call_threads: Arc<CallThreadPool>,
+    /// Private folders runs left as made, kept for the next runs (tempdir.rs).
+    pub(crate) folders: Arc<Spares>,
     /// Fresh runs between their start and their result: while any is, no guest is made on
     /// standby, since its making would take a core from the runs.
     pub(crate) active: Arc<Count>,
@@ -175,10 +196,18 @@ pub(crate) struct Launcher {
 
 impl Launcher {
     pub(crate) fn new(policy: LaunchPolicy) -> Arc<Launcher> {
+        let threads = KeptThreads::new(
+            "wasi-python-guest",
+            GUEST_THREAD_STACK,
+            policy.idle_threads,
+            policy.thread_idle,
+            policy.finish_wait,
+        );
         Arc::new(Launcher {
             policy,
-            idle: Waiters::new(),
-            finishing: Arc::new(Count::new()),
+            threads,
+            call_threads: Arc::new(CallThreadPool::default()),
+            folders: Arc::new(Spares::default()),
             active: Arc::new(Count::new()),
             last_report: AtomicU64::new(0),
             origin: Instant::now(),
@@ -197,6 +226,21 @@ impl Launcher {
 
     fn readies(&self) -> Vec<(Arc<Ready>, Option<Arc<Compiled>>)> {
         self.readies.lock().iter().filter_map(|(r, c)| Some((r.upgrade()?, c.upgrade()))).collect()
+    }
+
+    /// Runs `job` on one of this launcher's idle guest threads, on one finishing its last
+    /// run (within [`LaunchPolicy::finish_wait`]), or on a new one. `pull`: the caller
+    /// waits next, so the thread is woken on its CPU (sched's wake.rs).
+    pub(crate) fn run_on_guest_thread(&self, job: impl FnOnce() + Send + 'static, pull: bool) -> std::io::Result<()> {
+        self.threads.run(job, pull && self.policy.wake_on_caller_cpu)
+    }
+
+    /// Gives `config`'s tool door this runtime's call threads, unless it has a spawner
+    /// already (door's `ToolDoor::spawn_with`): its tool threads start on kept stacks.
+    pub(crate) fn lend_call_threads(&self, config: &crate::RunConfig) {
+        if let Some((door, _)) = &config.tools {
+            door.spawn_with(self.call_threads.clone());
+        }
     }
 
     /// Whether no fresh run is in progress: the time to make a guest on standby.
@@ -223,21 +267,85 @@ impl Launcher {
     }
 
     /// Ends every waiting guest on standby and primed instance, and makes no more (the
-    /// runtime is going, or the process is exiting: their private folders are removed).
+    /// runtime is going, or the process is exiting: their private folders are removed);
+    /// removes the private folders kept for later runs, and keeps none from now on.
     pub(crate) fn retire(&self) {
         self.retired.store(true, Ordering::SeqCst);
         for (r, _) in self.readies() {
             r.clear();
         }
+        self.folders.retire();
     }
 
     /// The counts of `image`'s lists (all with `None`).
     pub(crate) fn stats(&self, image: Option<&Path>) -> LaunchStats {
-        let mut s = LaunchStats { idle_threads: self.idle.len(), ..LaunchStats::default() };
+        let mut s = LaunchStats {
+            idle_threads: self.threads.idle(),
+            spare_folders: self.folders.len(),
+            call_thread_stacks: self.call_threads.0.kept(),
+            ..LaunchStats::default()
+        };
         for (r, c) in self.readies().iter().filter(|(r, _)| image.is_none_or(|i| r.image() == Some(i))) {
             r.add_stats(&mut s);
             s.compiled_programs += c.as_ref().map_or(0, |c| c.len());
         }
         s
+    }
+}
+
+/// The runtime's call threads (sched's [`CallThreads`]), as its tool doors and mounts
+/// start them: a new thread per call, on a stack an ended one left.
+#[derive(Debug, Default)]
+pub(crate) struct CallThreadPool(CallThreads);
+
+impl Spawn for CallThreadPool {
+    fn spawn(&self, name: &'static std::ffi::CStr, job: Job) -> std::io::Result<()> {
+        self.0.start(name, job)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn only_a_run_started_soon_after_a_result_counts_as_back_to_back() {
+        let launcher = Launcher::new(LaunchPolicy::default());
+        assert_eq!(launcher.back_to_back(Some(3)), None, "no result yet");
+        launcher.reported();
+        assert_eq!(launcher.back_to_back(Some(3)), Some(3));
+        assert_eq!(launcher.back_to_back(None), None);
+        std::thread::sleep(Duration::from_millis(3));
+        assert_eq!(launcher.back_to_back(Some(3)), None, "3 ms later");
+        // Another runtime's results are not this one's.
+        let other = Launcher::new(LaunchPolicy::default());
+        launcher.reported();
+        assert_eq!(other.back_to_back(Some(3)), None);
+        // Nor does a policy that keeps threads where they are place anything.
+        let still = Launcher::new(LaunchPolicy { wake_on_caller_cpu: false, ..LaunchPolicy::default() });
+        still.reported();
+        assert_eq!(still.back_to_back(Some(3)), None);
+    }
+
+    #[test]
+    fn a_finished_guest_thread_serves_the_next_run_of_its_own_launcher_only() {
+        let thread_of_a_job = |launcher: &Launcher| {
+            let (tx, rx) = std::sync::mpsc::channel();
+            launcher.run_on_guest_thread(move || tx.send(std::thread::current().id()).unwrap(), true).unwrap();
+            let id = rx.recv().unwrap();
+            let until = Instant::now() + Duration::from_secs(10);
+            while launcher.threads.idle() == 0 && Instant::now() < until {
+                std::thread::sleep(Duration::from_millis(1));
+            }
+            id
+        };
+        let launcher = Launcher::new(LaunchPolicy::default());
+        let first = thread_of_a_job(&launcher);
+        assert_eq!(thread_of_a_job(&launcher), first);
+        let other = Launcher::new(LaunchPolicy::default());
+        assert_ne!(thread_of_a_job(&other), first, "another runtime's launcher has threads of its own");
+        assert_eq!((launcher.stats(None).idle_threads, other.stats(None).idle_threads), (1, 1));
+        launcher.threads.clear();
+        other.threads.clear();
     }
 }

@@ -10,7 +10,7 @@ use crate::engine::Flavoured;
 use crate::fork::Origin;
 use crate::guest::{ARGV0, Guest, OpenFiles, guest_env, program_status, py_str};
 use crate::standby::{self, Done, Job, ReportTo, SERVE, Taken, Waiting};
-use crate::wake::Pinned;
+use wasi_python_sched::wake::Pinned;
 use crate::{Artifacts, CancelToken, Completed, Error, RunConfig, Runtime};
 
 /// With our guest package, the `run` export is given this one-line program: it puts
@@ -40,7 +40,7 @@ impl Runtime {
         // Where this caller waits: the run's thread is woken there, and, back to back,
         // leaves it once the result is out (wake.rs).
         let launcher = self.launcher();
-        let cpu = launcher.back_to_back(crate::wake::this_cpu());
+        let cpu = launcher.back_to_back(wasi_python_sched::wake::this_cpu());
         self.start_with(config, Box::new(then), true, cpu)?;
         Ok(RunHandle { rx: parking_lot::Mutex::new(rx), cancel, cpu, pin: launcher.policy.pin_caller })
     }
@@ -61,6 +61,7 @@ impl Runtime {
     /// leaves once the result is out, for runs back to back (wake.rs).
     fn start_with(&self, config: RunConfig, then: Then, pull: bool, away: Option<usize>) -> Result<(), Error> {
         let grants = self.grants(&config)?;
+        self.launcher().lend_call_threads(&config);
         let (flavoured, origin) = self.flavour_for(&config)?;
         let (preloaded, clock) = (origin.restored(), origin.clock_start());
         // Programs compiled once per preload image (not per session snapshot: a session's
@@ -172,7 +173,7 @@ impl Standby {
         loop {
             let runs_idle = ready.launcher.runs_idle();
             let next = if runs_idle && ready.claim_making() {
-                crate::wake::move_to(caller);
+                wasi_python_sched::wake::move_to(caller);
                 standby_on_this_thread(&self.flavoured, artifacts, self.clock, self.memory_bytes)
             } else if caller.is_some() && !runs_idle && ready.claim_priming() {
                 primed_on_this_thread(&self.flavoured, artifacts, self.clock, self.memory_bytes)
@@ -251,7 +252,7 @@ fn standby_on_this_thread(
             return None;
         }
     };
-    let Ok(mut guest) = Guest::new(prepared, artifacts, &config, &[], &[], clock) else {
+    let Ok(mut guest) = Guest::new(prepared, &flavoured.standby.launcher, artifacts, &config, &[], &[], clock) else {
         flavoured.standby.failed();
         return None;
     };
@@ -288,7 +289,7 @@ fn standby_on_this_thread(
 
 /// The end of a run served by a guest made before it came (on standby, or primed): reported
 /// to its caller, then the instance dropped and the slot freed while the thread holds
-/// [`Finishing`](crate::threads::Finishing). The CPU its caller waited on, if it did.
+/// [`Finishing`](wasi_python_sched::Finishing). The CPU its caller waited on, if it did.
 fn end_made_ahead(mut guest: Guest, slot: crate::engine::Slot, ending: crate::guest::Ending, taken: Taken) -> Option<usize> {
     let Taken { started, tools, report } = taken;
     guest.tools = tools;
@@ -314,7 +315,7 @@ fn primed_on_this_thread(
     let mut config = RunConfig::new(Vec::<String>::new());
     config.limits.memory_bytes = memory_bytes;
     let made = flavoured.pick().ok().and_then(|(prepared, slot)| {
-        let mut guest = Guest::new(prepared, artifacts, &config, &[], &[], clock).ok()?;
+        let mut guest = Guest::new(prepared, &flavoured.standby.launcher, artifacts, &config, &[], &[], clock).ok()?;
         guest.arm(None, None, config.limits.output_bytes, &config.cancel).ok()?;
         guest.instantiate(prepared).ok()?;
         Some((guest, slot))
@@ -425,7 +426,7 @@ fn run_on_this_thread(
         Ok(picked) => picked,
         Err(e) => return drop(report.report(Err(e))),
     };
-    let mut guest = match Guest::new(prepared, artifacts, &config, &grants, args, clock) {
+    let mut guest = match Guest::new(prepared, &flavoured.standby.launcher, artifacts, &config, &grants, args, clock) {
         Ok(guest) => guest,
         Err(e) => return drop(report.report(Err(e))),
     };

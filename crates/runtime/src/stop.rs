@@ -6,7 +6,7 @@ use std::time::Duration;
 
 use parking_lot::{Condvar, Mutex};
 
-use crate::forks::Seen;
+use wasi_python_sched::Seen;
 
 /// The epoch tick. Deadlines and cancels are seen at this granularity while the
 /// guest computes.

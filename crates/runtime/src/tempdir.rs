@@ -26,14 +26,16 @@
 //! Most runs never write a file: making and removing three folders on the host's disk
 //! was a fifth of such a run's time. So folders a run left exactly as they were made
 //! (empty, and the same size and times, which are set back if only they changed) are
-//! kept for the next run, up to [`MAX_SPARE`]; any other change and they are removed.
-//! The only trace of the earlier run is the folders' inode numbers and change times.
+//! kept for the next run of the same runtime ([`Spares`], its launcher's), up to
+//! [`MAX_SPARE`]; any other change and they are removed. The only trace of the earlier
+//! run is the folders' inode numbers and change times. A runtime's kept folders are
+//! removed when it retires (dropped, or `Runtime::retire` at exit).
 
 use std::ffi::{CStr, CString, OsStr};
 use std::os::unix::ffi::OsStrExt;
 use std::os::fd::{AsFd, OwnedFd};
 use std::path::{Path, PathBuf};
-use std::sync::OnceLock;
+use std::sync::{Arc, OnceLock};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::Duration;
 
@@ -42,7 +44,7 @@ use rustix::fs::{AtFlags, Dir, FileType, FlockOperation, Mode, OFlags, RenameFla
 use rustix::io::Errno;
 
 use crate::Error;
-use crate::forks::Seen;
+use wasi_python_sched::Seen;
 
 /// The most descriptors one removal holds at once.
 const MAX_HELD: usize = 16;
@@ -61,6 +63,8 @@ pub(crate) struct TempDir {
     /// `tmp` and `work` as they were made; None once the folders cannot be kept (a
     /// mount's folder was added).
     made: Option<[Made; 2]>,
+    /// Where they are kept for the next run: the runtime's.
+    spares: Arc<Spares>,
 }
 
 /// What a made folder looked like: what a guest could change without leaving an entry.
@@ -88,8 +92,10 @@ impl Made {
     }
 }
 
-/// The roots of this process's folders in use, not yet removed or kept.
+/// The roots of this process's folders in use, not yet removed or kept. Process-wide by
+/// nature, not launch state: what the exit sweep waits for and removes.
 static LIVE: Mutex<Vec<PathBuf>> = Mutex::new(Vec::new());
+/// Process-wide, as `LIVE`: notified when it empties.
 static NONE_LIVE: Condvar = Condvar::new();
 /// A folder kept for the next run, with how it was made and its lock.
 #[derive(Debug)]
@@ -99,30 +105,96 @@ struct Spare {
     lock: OwnedFd,
 }
 
-/// Folders kept for the next run.
-static SPARE: Mutex<Vec<Spare>> = Mutex::new(Vec::new());
-/// Set at exit: from then on folders are removed, never kept.
+/// Folders kept for the next runs of one runtime (its launcher's): two runtimes share
+/// none. Removed when the runtime retires, or with the list.
+#[derive(Debug, Default)]
+pub(crate) struct Spares {
+    list: Mutex<Vec<Spare>>,
+    /// None is kept from now on (the runtime retired).
+    retired: AtomicBool,
+    /// In a forked child the list holds the parent's folders: forgotten (never removed,
+    /// nor given to a run) at the child's first use (sched's forks.rs).
+    seen: Seen,
+}
+
+impl Spares {
+    fn list(&self) -> parking_lot::MutexGuard<'_, Vec<Spare>> {
+        let mut list = self.list.lock();
+        if self.seen.stale() {
+            // Closing the child's copies of their descriptors leaves the parent's locks.
+            list.clear();
+        }
+        list
+    }
+
+    /// Keeps `spare` for the next run, or gives it back (full, retired, or exiting).
+    fn keep(&self, spare: Spare) -> Result<(), Spare> {
+        let mut list = self.list();
+        if list.len() >= MAX_SPARE || self.retired.load(Ordering::SeqCst) || EXITING.load(Ordering::SeqCst) {
+            return Err(spare);
+        }
+        list.push(spare);
+        Ok(())
+    }
+
+    /// Whether a folder left as made would be kept now (checking it costs reads).
+    fn wanted(&self) -> bool {
+        !self.retired.load(Ordering::SeqCst) && !EXITING.load(Ordering::SeqCst) && self.list().len() < MAX_SPARE
+    }
+
+    /// How many folders are kept now.
+    pub(crate) fn len(&self) -> usize {
+        self.list().len()
+    }
+
+    /// Removes the folders kept, and keeps none from now on.
+    pub(crate) fn retire(&self) {
+        self.retired.store(true, Ordering::SeqCst);
+        remove_spares(std::mem::take(&mut *self.list()));
+    }
+}
+
+impl Drop for Spares {
+    fn drop(&mut self) {
+        remove_spares(std::mem::take(&mut *self.list()));
+    }
+}
+
+/// Removes kept folders, each while still locked.
+fn remove_spares(spares: Vec<Spare>) {
+    for s in spares {
+        let _ = remove_tree(&s.root);
+        drop(s.lock);
+    }
+}
+
+/// Set at exit: from then on folders are removed, never kept. Process-wide by nature,
+/// not launch state: the exit hook's.
 static EXITING: AtomicBool = AtomicBool::new(false);
-/// In a forked child, `LIVE` and `SPARE` hold the parent's folders: forgotten (never
-/// removed, nor given to a run) at the child's first use (forks.rs).
+/// In a forked child, `LIVE` holds the parent's folders: forgotten (never removed) at
+/// the child's first use (sched's forks.rs). Process-wide, as `LIVE`.
 static SEEN: Seen = Seen::new();
 
 fn forget_the_parents() {
     if SEEN.stale() {
-        SPARE.lock().clear();
         LIVE.lock().clear();
     }
 }
 
 impl TempDir {
-    pub(crate) fn new() -> Result<Self, Error> {
+    /// A run's folders: some `spares` kept, else new ones. Kept there again when dropped,
+    /// if the guest left them as made.
+    pub(crate) fn new(spares: &Arc<Spares>) -> Result<Self, Error> {
         forget_the_parents();
-        if let Some(Spare { root, made, lock }) = SPARE.lock().pop() {
+        let kept = spares.list().pop();
+        if let Some(Spare { root, made, lock }) = kept {
             LIVE.lock().push(root.clone());
-            return Ok(TempDir { root, lock: Some(lock), made: Some(made) });
+            return Ok(TempDir { root, lock: Some(lock), made: Some(made), spares: spares.clone() });
         }
+        // Process-wide by nature: the folders no process holds are swept once per process.
         static SWEPT: OnceLock<()> = OnceLock::new();
         SWEPT.get_or_init(|| sweep_dead(&std::env::temp_dir()));
+        // Process-wide by nature: makes this process's folder names unique.
         static COUNTER: AtomicU64 = AtomicU64::new(0);
         let n = COUNTER.fetch_add(1, Ordering::Relaxed);
         let nanos = std::time::SystemTime::now()
@@ -132,7 +204,7 @@ impl TempDir {
         let name = format!("{PREFIX}{}-{n}-{nanos:08x}", std::process::id());
         let (root, lock) = make_locked(&std::env::temp_dir(), &name)?;
         LIVE.lock().push(root.clone());
-        let mut dir = TempDir { root, lock: Some(lock), made: None };
+        let mut dir = TempDir { root, lock: Some(lock), made: None, spares: spares.clone() };
         let stat = |p: &Path| rustix::fs::stat(p).map(|st| Made::of(&st)).ok();
         dir.made = stat(&dir.tmp()).zip(stat(&dir.work())).map(|(t, w)| [t, w]);
         Ok(dir)
@@ -231,11 +303,13 @@ fn set_times(fd: impl AsFd, made: &Made) -> rustix::io::Result<()> {
 
 impl Drop for TempDir {
     fn drop(&mut self) {
-        let keep = self.made.as_ref().is_some_and(|made| {
-            !EXITING.load(Ordering::SeqCst) && SPARE.lock().len() < MAX_SPARE && self.unchanged(made)
-        });
+        let keep = self.made.as_ref().is_some_and(|made| self.spares.wanted() && self.unchanged(made));
         match (keep, self.made, self.lock.take()) {
-            (true, Some(made), Some(lock)) => SPARE.lock().push(Spare { root: self.root.clone(), made, lock }),
+            (true, Some(made), Some(lock)) => {
+                if let Err(back) = self.spares.keep(Spare { root: self.root.clone(), made, lock }) {
+                    remove_spares(vec![back]);
+                }
+            }
             (_, _, lock) => {
                 // Removed while still locked: no sweep takes part.
                 let _ = remove_tree(&self.root);
@@ -253,17 +327,12 @@ impl Drop for TempDir {
 /// For a process about to exit: waits up to `wait` for the runs and sessions still
 /// alive to end and remove their folders, then removes what is left (a guest still
 /// running then loses its files; the process is ending). Returns how many folders had
-/// to be removed that way.
+/// to be removed that way. No folder is kept for a later run from now on. Retire the
+/// runtimes first ([`Runtime::retire`](crate::Runtime::retire)): their guests on standby
+/// hold folders, and the folders they keep for their next runs are theirs to remove.
 pub fn sweep_private_folders(wait: Duration) -> usize {
     forget_the_parents();
     EXITING.store(true, Ordering::SeqCst);
-    // Guests on standby hold folders too: their runtimes end them first
-    // (`Runtime::retire`), and they remove them at once.
-    let spare = std::mem::take(&mut *SPARE.lock());
-    for s in &spare {
-        let _ = remove_tree(&s.root);
-    }
-    drop(spare);
     let mut live = LIVE.lock();
     if !live.is_empty() {
         NONE_LIVE.wait_while_for(&mut live, |l| !l.is_empty(), wait);
@@ -435,19 +504,45 @@ mod tests {
         assert!(!root.exists());
     }
 
-    /// Takes a spare if there is one; makes one whose drop must decide.
-    fn fresh() -> TempDir {
-        SPARE.lock().drain(..).for_each(|s| drop(remove_tree(&s.root)));
-        TempDir::new().unwrap()
+    /// Removes what `kept` holds, then makes a folder whose drop must decide.
+    fn fresh(kept: &Arc<Spares>) -> TempDir {
+        remove_spares(std::mem::take(&mut *kept.list()));
+        TempDir::new(kept).unwrap()
     }
 
-    fn spares() -> Vec<PathBuf> {
-        SPARE.lock().iter().map(|s| s.root.clone()).collect()
+    fn spares(kept: &Spares) -> Vec<PathBuf> {
+        kept.list().iter().map(|s| s.root.clone()).collect()
     }
 
-    // One test, so the process-wide spare list is not shared between threads.
+    /// Two runtimes' kept folders: each its own, removed when it retires or goes.
+    fn a_runtimes_kept_folders_are_its_own_and_go_when_it_retires() {
+        let (one, two) = (Arc::new(Spares::default()), Arc::new(Spares::default()));
+        let dir = fresh(&one);
+        let root = dir.root.clone();
+        drop(dir);
+        assert_eq!((spares(&one), spares(&two)), (vec![root.clone()], vec![]));
+        let other = TempDir::new(&two).unwrap();
+        assert_ne!(other.root, root, "another runtime's folders are not handed out");
+        drop(other);
+        assert_eq!(two.len(), 1);
+        one.retire();
+        assert!(!root.exists() && one.len() == 0, "retired: its folders removed");
+        let dir = TempDir::new(&one).unwrap();
+        let root = dir.root.clone();
+        drop(dir);
+        assert!(!root.exists() && one.len() == 0, "and none kept from then on");
+        let kept = spares(&two);
+        drop(two);
+        assert!(kept.iter().all(|r| !r.exists()), "dropped with its runtime: removed");
+    }
+
+    // One test, so the exit flag it sets does not reach other tests' folders meanwhile.
     #[test]
     fn folders_left_as_made_are_kept_for_the_next_run_and_any_other_change_removes_them() {
+        a_runtimes_kept_folders_are_its_own_and_go_when_it_retires();
+        let kept = Arc::new(Spares::default());
+        let fresh = || fresh(&kept);
+        let spares = || spares(&kept);
         // Untouched: kept, and the next TempDir is the same folder. The check reads the
         // folders without writing them: setting a time back would change their ctime.
         let dir = fresh();
@@ -463,7 +558,7 @@ mod tests {
         drop(dir);
         assert_eq!(spares(), vec![root.clone()]);
         assert_eq!(ctimes(&root), before, "the check wrote the folders");
-        let again = TempDir::new().unwrap();
+        let again = TempDir::new(&kept).unwrap();
         assert_eq!(again.root, root);
         assert!(spares().is_empty());
         drop(again);
@@ -486,10 +581,10 @@ mod tests {
         std::fs::remove_file(&f).unwrap();
         let fd = open_dir(rustix::fs::CWD, &cstr(dir.tmp().as_os_str()).unwrap()).unwrap();
         set_times(&fd, &made).unwrap();
-        let kept = Made::of(&rustix::fs::fstat(&fd).unwrap()) == made;
+        let as_made = Made::of(&rustix::fs::fstat(&fd).unwrap()) == made;
         let root = dir.root.clone();
         drop(dir);
-        assert_eq!(spares().contains(&root), kept);
+        assert_eq!(spares().contains(&root), as_made);
 
         // A modification time the guest set: removed.
         let dir = fresh();
@@ -515,23 +610,25 @@ mod tests {
         assert_eq!(Made::of(&st).atime, made.atime);
 
         // A folder with a mount's empty folder: removed.
-        SPARE.lock().drain(..).for_each(|s| drop(remove_tree(&s.root)));
-        let mut dir = TempDir::new().unwrap();
+        remove_spares(std::mem::take(&mut *kept.list()));
+        let mut dir = TempDir::new(&kept).unwrap();
         dir.empty().unwrap();
         let root = dir.root.clone();
         drop(dir);
         assert!(spares().is_empty() && !root.exists(), "with a mount folder");
 
-        // At exit: spares are removed, none kept from then on.
+        // At exit: the runtime retires, then the sweep; none kept from then on.
         let dir = fresh();
         let root = dir.root.clone();
         drop(dir);
+        kept.retire();
         assert_eq!(sweep_private_folders(Duration::ZERO), 0);
         assert!(!root.exists() && spares().is_empty());
-        let dir = TempDir::new().unwrap();
+        let again = Arc::new(Spares::default());
+        let dir = TempDir::new(&again).unwrap();
         let root = dir.root.clone();
         drop(dir);
-        assert!(!root.exists() && spares().is_empty());
+        assert!(!root.exists() && again.len() == 0, "exiting: another runtime keeps none either");
         EXITING.store(false, Ordering::SeqCst);
     }
 

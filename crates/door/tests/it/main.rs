@@ -9,8 +9,8 @@ use parking_lot::{Condvar, Mutex};
 use serde_json::{Value as Json, json};
 use wasi_python_budget::Limits;
 use wasi_python_door::{
-    CallContext, CancelToken, DEADLINE_MARGIN, Door, DoorAnswer, Invocation, ToolDoor, ToolHost, ToolOutput, ToolSpec,
-    ToolSpecError,
+    CallContext, CancelToken, DEADLINE_MARGIN, Door, DoorAnswer, Invocation, Job, Spawn, StdThreads, ToolDoor, ToolHost,
+    ToolOutput, ToolSpec, ToolSpecError,
 };
 use wasi_python_protocol::{Map, Value};
 use wasi_python_record::{Op, OutcomeKind, ToolRecord};
@@ -395,6 +395,38 @@ fn the_list_answers_descriptors_and_starts_a_spare() {
     }
     // (Two spares may be started at once, when a call's refill overlaps the next's.)
     assert!(eventually(|| fake.threads.load(Ordering::SeqCst) >= 4));
+}
+
+/// Starts std threads and counts them, with the names they were asked for.
+#[derive(Default)]
+struct Counting {
+    names: Mutex<Vec<String>>,
+}
+
+impl Spawn for Counting {
+    fn spawn(&self, name: &'static std::ffi::CStr, job: Job) -> std::io::Result<()> {
+        self.names.lock().push(name.to_string_lossy().into_owned());
+        StdThreads.spawn(name, job)
+    }
+}
+
+/// A door's tool threads are started by the `Spawn` it was given (the runtime gives
+/// each door it runs its own pool), once given; a second is refused.
+#[test]
+fn a_door_starts_its_threads_with_the_spawner_it_was_given() {
+    let (door, fake) = door();
+    let pool = Arc::new(Counting::default());
+    assert!(door.spawn_with(pool.clone()));
+    assert!(!door.spawn_with(Arc::new(Counting::default())), "one spawner per door");
+    for _ in 0..3 {
+        assert_eq!(kind(&ask(&door, &call("echo", r#"{"s":"x"}"#), &free())), "ok");
+    }
+    assert!(eventually(|| fake.threads.load(Ordering::SeqCst) >= 4));
+    // (A spare's thread is counted by the pool before it enters the host.)
+    let started = || pool.names.lock().len();
+    assert!(eventually(|| started() == fake.threads.load(Ordering::SeqCst)), "every tool thread came from the pool");
+    let names = pool.names.lock().clone();
+    assert!(names.iter().all(|n| n == "wasi-python-tool"), "{names:?}");
 }
 
 /// A door refuses a set of tools it cannot offer.

@@ -12,8 +12,8 @@
 //!   writes, seeks and truncations work on the staged bytes, and the whole content goes
 //!   back through `write` when the last descriptor of a changed file closes, on
 //!   `fsync`, and at the run's end whatever its ending.
-//! - Provider calls run on a thread of their own, bounded by the mount's timeout and
-//!   the run's deadline and cancel, except for providers that say they are `inline`
+//! - Provider calls run on a thread of their own (started by the runtime's pool of call
+//!   threads), bounded by the mount's timeout and the run's deadline and cancel, except for providers that say they are `inline`
 //!   (the built-in [`MemoryFiles`]). Each run may make `max_file_calls` of them.
 
 pub(crate) mod calls;
@@ -29,8 +29,9 @@ use parking_lot::Mutex;
 pub use wasi_python_files::{Change, Errno, FileError, FileFault, FileKind, FileProvider, FileRecord, MemoryFiles, RECORD_LIMIT, Stat};
 use wasi_python_files::DirEntry;
 
-use crate::door::{Abandonment, Bound, Unanswered};
+use crate::door::{Abandonment, Bound, Spawn, Unanswered};
 use crate::CallContext;
+use crate::launch::CallThreadPool;
 
 /// The first descriptor number of a file or folder opened under a mount. wasmtime-wasi
 /// numbers its own from 3 up and the guest may hold at most `max_open_files`, so the
@@ -46,6 +47,7 @@ pub const WRITE_BACK_GRACE: Duration = Duration::from_millis(500);
 /// Provider calls that timed out but still run, across the process; past it, a call
 /// that would need a thread fails with EIO at once.
 const MAX_ABANDONED: usize = 8;
+/// Process-wide by nature, not launch state: a cap on the embedder's stuck threads.
 static ABANDONED: AtomicUsize = AtomicUsize::new(0);
 
 /// Abandoned provider calls count in [`ABANDONED`], across the process.
@@ -189,11 +191,14 @@ pub(crate) struct MountTable {
     /// must stop at its next epoch check (files.rs, `settle`).
     pub(crate) stopped: bool,
     pub(crate) record: FileRecord,
+    /// Starts the provider calls' threads: the runtime's (launch.rs).
+    threads: Arc<CallThreadPool>,
 }
 
 impl MountTable {
-    /// `roots`: each mount with its placeholder preopen's number.
-    pub(crate) fn new(mounts: Vec<(Mount, u32)>, max_calls: Option<u64>, max_file_bytes: u64) -> MountTable {
+    /// `roots`: each mount with its placeholder preopen's number; `threads`: the
+    /// runtime's call threads, which start the provider calls' threads.
+    pub(crate) fn new(mounts: Vec<(Mount, u32)>, max_calls: Option<u64>, max_file_bytes: u64, threads: Arc<CallThreadPool>) -> MountTable {
         MountTable {
             mounts: mounts.into_iter().map(|(mount, fd)| Mounted { mount, root_fd: Some(fd) }).collect(),
             fds: HashMap::new(),
@@ -205,6 +210,7 @@ impl MountTable {
             max_file_bytes,
             stopped: false,
             record: FileRecord::default(),
+            threads,
         }
     }
 
@@ -297,7 +303,7 @@ impl MountTable {
             Ok(f(&*mount.provider))
         } else {
             let until = stop.end_of_call(Instant::now(), Some(mount.timeout));
-            on_thread(mount.provider.clone(), f, until, stop)
+            on_thread(&self.threads, mount.provider.clone(), f, until, stop)
         };
         let (errno, text) = match r {
             Ok(Ok(v)) => return Ok(v),
@@ -404,10 +410,11 @@ impl MountTable {
     }
 }
 
-/// Runs `f` on a thread of its own, waiting until `until` or the run's stop; a call
-/// still running then is abandoned (it runs on; its answer is dropped), counted in
-/// [`ABANDONED`] until it ends.
+/// Runs `f` on a thread of its own (from `threads`), waiting until `until` or the run's
+/// stop; a call still running then is abandoned (it runs on; its answer is dropped),
+/// counted in [`ABANDONED`] until it ends.
 fn on_thread<T: Send + 'static>(
+    threads: &CallThreadPool,
     provider: Arc<dyn FileProvider>,
     f: impl FnOnce(&dyn FileProvider) -> Result<T, FileError> + Send + 'static,
     until: Option<Instant>,
@@ -422,10 +429,7 @@ fn on_thread<T: Send + 'static>(
     let bound = Bound { until, stop: &stopped, spin: Duration::ZERO };
     bound.call(
         move || f(&*p),
-        |job| {
-            let starter = provider.clone();
-            starter.start_thread(Box::new(move || provider.enter_thread(job)))
-        },
+        |job| threads.spawn(c"wasi-python-file", Box::new(move || provider.enter_thread(job))),
         FileCalls,
     )
 }

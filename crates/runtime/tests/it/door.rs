@@ -96,3 +96,46 @@ fn each_session_turn_has_its_own_tool_budget_and_record() {
     // A turn that calls nothing has an empty record.
     assert_eq!(turn("pass").tools.expect("a record").frames, 0);
 }
+
+/// Two runtimes in one process share neither the stacks their call threads leave nor the
+/// private folders their runs leave: each serves only its own runtime's next runs, and
+/// goes with its runtime.
+#[test]
+fn two_runtimes_keep_their_own_call_threads_and_private_folders() {
+    use wasi_python_runtime::{LaunchPolicy, LaunchStats, Runtime};
+    let own = || Runtime::builder(crate::runtime().artifacts().clone()).launch_policy(LaunchPolicy::fresh_only()).build();
+    let (one, two) = (own(), own());
+    let with_a_tool = || {
+        RunConfig::new(["-c", "from host import tools\nprint(tools.echo(s='hi')['s'])"])
+            .tools(echo_tools(Default::default()), Default::default())
+            .deadline(Some(Duration::from_secs(30)))
+    };
+    // The run's folders are kept once its thread has dropped its instance, and a call
+    // thread's stack once the thread has ended (the door's spare ends with the door).
+    let settled = |rt: &Runtime| {
+        let until = std::time::Instant::now() + Duration::from_secs(30);
+        loop {
+            let s: LaunchStats = rt.launch_stats(None);
+            if (s.spare_folders >= 1 && s.call_thread_stacks >= 1) || std::time::Instant::now() > until {
+                return s;
+            }
+            std::thread::sleep(Duration::from_millis(5));
+        }
+    };
+    let done = one.run(with_a_tool()).unwrap();
+    assert_eq!(text(&done.stdout), "hi\n", "{}", text(&done.stderr));
+    let first = settled(&one);
+    assert_eq!((first.spare_folders, first.call_thread_stacks >= 1), (1, true), "{first:?}");
+    let other = two.launch_stats(None);
+    assert_eq!((other.spare_folders, other.call_thread_stacks), (0, 0), "the other runtime's: {other:?}");
+    // The other runtime's run makes its own, and leaves the first's alone.
+    let done = two.run(with_a_tool()).unwrap();
+    assert_eq!(text(&done.stdout), "hi\n", "{}", text(&done.stderr));
+    let second = settled(&two);
+    assert_eq!((second.spare_folders, second.call_thread_stacks >= 1), (1, true), "{second:?}");
+    assert_eq!(one.launch_stats(None).spare_folders, 1, "the first runtime's folder is still its own");
+    // A runtime that retires removes the folders it kept.
+    one.retire();
+    assert_eq!(one.launch_stats(None).spare_folders, 0);
+    assert_eq!(two.launch_stats(None).spare_folders, 1);
+}
