@@ -92,9 +92,11 @@ impl Drop for FileState {
 
 /// Descriptors the guests of this process hold, and the most they may: three quarters
 /// of the process's soft RLIMIT_NOFILE, so the host always has a quarter for itself.
+/// Process-wide by nature, not launch state: the descriptor limit is the process's.
 static HELD: AtomicUsize = AtomicUsize::new(0);
 
 fn process_cap() -> usize {
+    // Process-wide, as `HELD`: the limit read once.
     static CAP: OnceLock<usize> = OnceLock::new();
     *CAP.get_or_init(|| {
         let soft = rustix::process::getrlimit(rustix::process::Resource::Nofile)

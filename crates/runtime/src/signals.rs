@@ -39,7 +39,8 @@ struct Action(libc::sigaction);
 // SAFETY: a `struct sigaction` is plain data (addresses, a mask, flags).
 unsafe impl Send for Action {}
 
-/// wasmtime's handler of each of [`TRAP_SIGNALS`], once seen installed.
+/// wasmtime's handler of each of [`TRAP_SIGNALS`], once seen installed. Process-wide by
+/// nature, not launch state: signal handlers are the process's.
 static WASMTIME: Mutex<[Option<Action>; TRAP_SIGNALS.len()]> = Mutex::new([None; TRAP_SIGNALS.len()]);
 
 /// A wasmtime engine; wasmtime installs its trap handlers in the first one a process

@@ -29,6 +29,7 @@ pub(crate) struct Ticker {
 
 impl Ticker {
     pub(crate) fn global() -> &'static Ticker {
+        // Process-wide by nature, not launch state: one thread bumps every engine's epoch.
         static TICKER: std::sync::OnceLock<&'static Ticker> = std::sync::OnceLock::new();
         TICKER.get_or_init(|| {
             let t: &'static Ticker = Box::leak(Box::new(Ticker {
