@@ -38,7 +38,7 @@
 //! Only the runtime's own threads are moved between CPUs ([`LaunchPolicy::wake_on_caller_cpu`]:
 //! the thread that serves a caller who waits is woken on the caller's CPU; back to back it
 //! leaves it once the result is out). The caller's own thread is pinned while it waits only
-//! when [`LaunchPolicy::pin_caller`] asks; what the embedder sets is never undone (wake.rs).
+//! when [`LaunchPolicy::pin_caller`] asks; what the embedder sets is never undone (sched's wake.rs).
 //!
 //! **Invariant:** no launch state is process-wide: the idle threads, the counts of runs in
 //! progress and of finishing threads, the time of the last result, and the guests on

@@ -30,7 +30,7 @@ impl Runtime {
 
     /// Starts a run on its own guest thread and returns at once. For a caller that waits
     /// for the end next ([`RunHandle::wait`]): the guest thread is woken on its CPU
-    /// (wake.rs).
+    /// (sched's wake.rs).
     pub fn start(&self, config: RunConfig) -> Result<RunHandle, Error> {
         let cancel = config.cancel.clone();
         let (tx, rx) = std::sync::mpsc::sync_channel(1);
@@ -38,7 +38,7 @@ impl Runtime {
             let _ = tx.send(result);
         };
         // Where this caller waits: the run's thread is woken there, and, back to back,
-        // leaves it once the result is out (wake.rs).
+        // leaves it once the result is out (sched's wake.rs).
         let launcher = self.launcher();
         let cpu = launcher.back_to_back(wasi_python_sched::wake::this_cpu());
         self.start_with(config, Box::new(then), true, cpu)?;
@@ -58,7 +58,7 @@ impl Runtime {
 
     /// [`Runtime::start_then`]; `pull`: the caller waits for the end next, so the thread
     /// that takes the run is woken on the caller's CPU; `away`: that CPU, which the thread
-    /// leaves once the result is out, for runs back to back (wake.rs).
+    /// leaves once the result is out, for runs back to back (sched's wake.rs).
     fn start_with(&self, config: RunConfig, then: Then, pull: bool, away: Option<usize>) -> Result<(), Error> {
         let grants = self.grants(&config)?;
         self.launcher().lend_call_threads(&config);
@@ -163,7 +163,7 @@ impl Standby {
     /// waits or other runs are in progress, and, each time a run took it, the next one.
     /// Each is made on `caller`'s CPU, that of the caller whose run ended last (if it
     /// waited for it): the run that takes the guest is woken there, and finds there the
-    /// caches its making and its warm-ups warmed (wake.rs).
+    /// caches its making and its warm-ups warmed (sched's wake.rs).
     ///
     /// Back to back (`caller` given), while the next run is in progress, it primes an
     /// instance instead, here, off the caller's CPU: that run's successor takes it, and
@@ -346,7 +346,7 @@ pub struct RunHandle {
     rx: parking_lot::Mutex<std::sync::mpsc::Receiver<Result<Completed, Error>>>,
     cancel: CancelToken,
     /// Back to back: the CPU the run's thread was woken on, where the caller waits
-    /// (wake.rs, `Pinned`).
+    /// (sched's wake.rs, `Pinned`).
     cpu: Option<usize>,
     /// Whether the caller's thread waits pinned there: the launch policy's `pin_caller`.
     pin: bool,

@@ -149,7 +149,7 @@ pub struct Session {
     /// ...unless the session's turns start threads of their own (tools, a door, mounts:
     /// each call runs on a new thread), which may be put on the caller's CPU.
     calls_out: bool,
-    /// The session thread, woken on the caller's CPU when it sleeps (wake.rs).
+    /// The session thread, woken on the caller's CPU when it sleeps (sched's wake.rs).
     thread: Arc<wasi_python_sched::wake::Pullable>,
     /// The launch policy's `turn_spin`.
     turn_spin: Duration,
@@ -312,7 +312,7 @@ impl Session {
     /// Claims the session (one command at a time) and sends the command `make` builds
     /// around a reply channel. On success the session stays claimed: whoever receives
     /// the reply releases it. `pull`: the session thread sleeps, and is woken on this
-    /// thread's CPU (wake.rs), once the session is claimed (never while it runs another
+    /// thread's CPU (sched's wake.rs), once the session is claimed (never while it runs another
     /// caller's turn).
     fn claim_and_send<R>(&self, make: impl FnOnce(SyncSender<R>) -> Cmd, pull: bool) -> Result<mpsc::Receiver<R>, Refused> {
         if self.forked() {
@@ -576,7 +576,7 @@ impl Live {
             // for its answer, off that CPU (see `wait`), so after such a turn the thread
             // sleeps at once, until turns come one after another again.
             let spun = spin_for_next.then(|| {
-                // Beside the last turn's caller (woken on its CPU, wake.rs), the spin
+                // Beside the last turn's caller (woken on its CPU, sched's wake.rs), the spin
                 // yields to it, and its spin to this one.
                 let beside = thread.beside_sender();
                 listening.store(if beside { BESIDE } else { ALONE }, Ordering::Release);

@@ -187,7 +187,7 @@ impl Ready {
 
     /// Hands `job` to a guest on standby whose memory its memory limit holds, else to a
     /// primed instance that fits so; gives the job back if none takes it. `pull`: the
-    /// caller waits next (wake.rs).
+    /// caller waits next (sched's wake.rs).
     pub(crate) fn offer(&self, job: Box<Job>, pull: bool) -> Result<(), Box<Job>> {
         let limit = job.config.limits.memory_bytes;
         let job = match self.waiting.offer(job, |memory| *memory <= limit, pull) {
