@@ -284,3 +284,37 @@ def test_async_callbacks_need_the_async_forms():
 def test_a_run_that_fails_before_its_guest_starts_raises_as_without_callbacks():
     with pytest.raises(wasi_python.PreloadError):
         run(["-c", "pass"], preload=["no_such_module_here"], on_stdout=print)
+
+
+def test_the_extension_treats_an_interrupt_out_of_on_event_as_ctrl_c():
+    # The package's wrapper catches what callbacks raise; a KeyboardInterrupt its own code
+    # got from a signal handler reaches the extension, which cancels the run and raises it.
+    from wasi_python import _run
+    from wasi_python import _wasi_python as _ext
+
+    def on_event(kind: int, payload: bytes) -> None:
+        raise KeyboardInterrupt
+
+    code = "print('a', flush=True)\nimport time\ntime.sleep(25)"
+    options = _run.ext_options(_run.check_settings(deadline_s=30))
+    token = _ext.CancelToken()
+    with pytest.raises(KeyboardInterrupt):
+        _ext.run(_run.plain_where(), ["-c", code], b"", options, token, _ext.EventStream(), on_event)
+    assert token.is_cancelled()
+
+
+def test_the_extension_reports_an_exception_out_of_on_event_and_goes_on(monkeypatch):
+    import sys
+
+    from wasi_python import _run
+    from wasi_python import _wasi_python as _ext
+
+    def on_event(kind: int, payload: bytes) -> None:
+        raise ValueError("not the run's")
+
+    reported: list[type] = []
+    monkeypatch.setattr(sys, "unraisablehook", lambda u: reported.append(u.exc_type))
+    options = _run.ext_options(_run.check_settings(deadline_s=30))
+    out = _ext.run(_run.plain_where(), ["-c", "print('a', flush=True)\nprint('b')"], b"", options, None, _ext.EventStream(), on_event)
+    assert out.stdout == b"a\nb\n"
+    assert reported and set(reported) == {ValueError}

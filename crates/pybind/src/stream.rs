@@ -114,9 +114,11 @@ fn event<'py>(py: Python<'py>, e: Event) -> (u8, Bound<'py, PyBytes>) {
 
 /// Waits for `poll` to answer as [`crate::run::wait_for`] does, handing each event of
 /// `stream` to `on_event(kind, payload)` on this thread, with the GIL, as it comes (the
-/// GIL released while it waits). What `on_event` raises is reported as unraisable (the
-/// package's wrapper catches what callbacks raise). On a signal's exception (Ctrl-C),
-/// calls `cancel`, stops streaming, waits for the guest to unwind, and raises it.
+/// GIL released while it waits). `on_event` is the package's wrapper, which catches what
+/// the callbacks raise; should it raise all the same, an `Exception` is reported as
+/// unraisable and any other (a KeyboardInterrupt its code got) is a signal's. On a
+/// signal's exception (Ctrl-C), calls `cancel`, stops streaming, waits for the guest to
+/// unwind, and raises it.
 pub(crate) fn wait<T: Send>(
     py: Python<'_>,
     stream: &EventStream,
@@ -125,17 +127,33 @@ pub(crate) fn wait<T: Send>(
     poll: impl Fn(Duration) -> Option<T> + Sync,
 ) -> PyResult<T> {
     let events = &stream.events;
-    let deliver = |e: Event| {
+    let deliver = |e: Event| -> PyResult<()> {
         let (kind, payload) = event(py, e);
-        if kind != u8::MAX
-            && let Err(err) = on_event.call1((kind, payload))
-        {
-            err.write_unraisable(py, Some(on_event));
+        if kind == u8::MAX {
+            return Ok(());
         }
+        match on_event.call1((kind, payload)) {
+            Err(err) if err.is_instance_of::<pyo3::exceptions::PyException>(py) => {
+                err.write_unraisable(py, Some(on_event));
+                Ok(())
+            }
+            Err(err) => Err(err),
+            Ok(_) => py.check_signals(),
+        }
+    };
+    let interrupted = |interrupt: PyErr, cancel: Box<dyn FnOnce() + '_>| -> PyResult<T> {
+        cancel();
+        events.detach();
+        py.detach(|| while poll(SIGNAL_POLL).is_none() {});
+        Err(interrupt)
     };
     loop {
         match py.detach(|| events.next(SIGNAL_POLL)) {
-            Next::Event(e) => deliver(e),
+            Next::Event(e) => {
+                if let Err(interrupt) = deliver(e) {
+                    return interrupted(interrupt, Box::new(cancel));
+                }
+            }
             // The guest is out; its end follows at once.
             Next::Ended => return crate::run::wait_for(py, cancel, poll),
             _ => {
@@ -143,15 +161,12 @@ pub(crate) fn wait<T: Send>(
                 // thread that died): what was queued is delivered, then the end.
                 if let Some(r) = py.detach(|| poll(Duration::ZERO)) {
                     for e in events.drain().0 {
-                        deliver(e);
+                        deliver(e)?;
                     }
                     return Ok(r);
                 }
                 if let Err(interrupt) = py.check_signals() {
-                    cancel();
-                    events.detach();
-                    py.detach(|| while poll(SIGNAL_POLL).is_none() {});
-                    return Err(interrupt);
+                    return interrupted(interrupt, Box::new(cancel));
                 }
             }
         }
