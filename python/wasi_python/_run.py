@@ -368,7 +368,9 @@ def run(
         # The extension takes the commonest calls itself (its answer is the Completed),
         # or answers None: then checked here.
         done = _ext.run_plain(argv, stdin)
-        return done if done is not None else completed_from_ext(_ext.run(*checked_plain_args(argv, stdin)))
+        if done is None:
+            return completed_from_ext(_ext.run(*checked_plain_args(argv, stdin)))
+        return done if type(done) is Completed else completed_from_ext(done)  # an Outcome when it showed displays
     plan = make_plan(
         argv, stdin, env, grants, memory_bytes, deadline_s, output_bytes, fuel, cancel,
         tools, gate, max_tool_calls, max_tool_request_bytes, host,
