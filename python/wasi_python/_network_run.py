@@ -128,6 +128,7 @@ class NetworkRun:
         current = [self._entry("?", "", "?", None, "", len(body))]
         entry = current[0]
         try:
+            self._count()
             if not isinstance(method, str) or not 0 < len(method) <= 32 or not set(method) <= _TCHAR:
                 raise _Refused("refused", "the method is not an HTTP token of at most 32 characters")
             method = method.upper()
@@ -195,7 +196,8 @@ class NetworkRun:
         for hop in range(self.network.max_redirects + 1):
             scheme, host, port, path, target = self._parse(url)
             entry.update(scheme=scheme, host=host, port=port, path=self._recorded_path(target))
-            self._count(entry)
+            if hop:
+                self._count()
             if origin is not None and (scheme, host, port) != origin:
                 headers = [(k, v) for k, v in headers if k.lower() not in _CROSS_ORIGIN_DROP]
             origin = (scheme, host, port)
@@ -241,7 +243,9 @@ class NetworkRun:
             return json.dumps(answer, separators=(",", ":")).encode() + b"\0" + self.scrub(data)
         raise _Refused("limit", "too many redirects")  # not reached: the last hop returns
 
-    def _count(self, entry: dict[str, Any]) -> None:
+    def _count(self) -> None:
+        """One more request of the run's ``max_requests`` (every frame, and each redirect
+        hop), or ``limit``."""
         with self._lock:
             if self._requests >= self.network.max_requests:
                 raise _Refused("limit", f"the run's {self.network.max_requests} requests are spent (max_requests)")
