@@ -8,7 +8,9 @@ copy-on-write fork). ``save(path)`` / ``Snapshot.load(path)`` and ``to_bytes()``
 ``Snapshot.from_bytes(data)`` carry it to another process of the same package version,
 on the same guest artifacts. The file's checksum catches accidents only; ``key=`` signs
 a file (HMAC-SHA256) and, on load, refuses one that is unsigned, edited or signed with
-another key. See docs/snapshots.md.
+another key. ``to_bytes(since=parent)`` saves a delta, the pages that differ from a
+snapshot saved (or loaded) before; ``from_bytes(delta, base=parent)`` loads it over that
+snapshot. See docs/snapshots.md.
 """
 
 from __future__ import annotations
@@ -101,21 +103,47 @@ class Snapshot:
         stores only the pages that differ from that image)."""
         return tuple(self._handle.base_modules)
 
-    def to_bytes(self, *, key: Optional[_Key] = None) -> bytes:
+    @property
+    def new_pages(self) -> int:
+        """The 4 KiB pages this snapshot added over what it was taken against (its
+        session's previous snapshot, or what the session started from) or, loaded, the
+        pages its file stored: what taking it copied."""
+        return int(self._handle.new_pages)
+
+    @property
+    def layered_pages(self) -> int:
+        """The 4 KiB pages it holds over its base image, shared by all its forks."""
+        return int(self._handle.layered_pages)
+
+    @property
+    def id(self) -> Optional[str]:
+        """The id (hex) of the file it was first saved as or loaded from, which a delta
+        saved against it names; None before it is saved."""
+        return self._handle.id
+
+    def to_bytes(self, *, key: Optional[_Key] = None, since: Optional["Snapshot"] = None) -> bytes:
         """The saved form: a versioned header, then the memory pages that differ from
         the base image, compressed. ``Snapshot.from_bytes`` reads it back. With ``key``
         (bytes, at least 16: e.g. ``secrets.token_bytes(32)``) the file is signed, and
-        ``from_bytes(data, key=key)`` accepts it only unedited and under that key."""
-        return bytes(self._handle.to_bytes(_key(key)))
+        ``from_bytes(data, key=key)`` accepts it only unedited and under that key.
 
-    def save(self, path: Union[str, "os.PathLike[str]"], *, key: Optional[_Key] = None) -> None:
-        """Writes ``to_bytes(key=key)`` to ``path``: a new temporary file in the same folder
-        (created exclusively, readable by its owner only: a link planted there is never
-        followed), synced, then renamed over ``path``; removed if anything fails."""
+        With ``since`` (a snapshot saved or loaded before, of the same line), a delta: only
+        the pages that differ from ``since``'s, naming its file; it loads only over it
+        (``from_bytes(data, base=since)``). ``SnapshotError`` with ``kind="parent_not_saved"``
+        if ``since`` was never saved or loaded."""
+        if since is not None and not isinstance(since, Snapshot):
+            raise TypeError(f"since must be a wasi_python.Snapshot, not {type(since).__name__}")
+        return bytes(self._handle.to_bytes(_key(key), None if since is None else since._handle))
+
+    def save(self, path: Union[str, "os.PathLike[str]"], *, key: Optional[_Key] = None, since: Optional["Snapshot"] = None) -> None:
+        """Writes ``to_bytes(key=key, since=since)`` to ``path``: a new temporary file in
+        the same folder (created exclusively, readable by its owner only: a link planted
+        there is never followed), synced, then renamed over ``path``; removed if anything
+        fails."""
         target = os.fspath(path)
         if not isinstance(target, str):
             raise TypeError("path must be a str or os.PathLike[str]")
-        data = self.to_bytes(key=key)
+        data = self.to_bytes(key=key, since=since)
         folder, name = os.path.split(target)
         fd, tmp = tempfile.mkstemp(dir=folder or ".", prefix=f".{name}.", suffix=".tmp")
         try:
@@ -132,21 +160,26 @@ class Snapshot:
             raise
 
     @classmethod
-    def from_bytes(cls, data: Union[bytes, bytearray, memoryview], *, key: Optional[_Key] = None) -> "Snapshot":
+    def from_bytes(cls, data: Union[bytes, bytearray, memoryview], *, key: Optional[_Key] = None, base: Optional["Snapshot"] = None) -> "Snapshot":
         """A saved snapshot back. Raises ``SnapshotError`` (``kind`` names the cause: a
         wrong magic, another format version, guest, wasmtime or package, a bad checksum,
         a truncated page list...) before any guest code runs. With ``key``, a file that
         is not signed (``"unsigned"``) or not signed with this key, or edited since
-        (``"signature"``), is refused before anything else is read from it."""
+        (``"signature"``), is refused before anything else is read from it. A delta
+        (``to_bytes(since=...)``) loads over ``base``, the snapshot of the file it was
+        saved against: without it ``kind="no_parent"``, over another ``"other_parent"``;
+        a file that is not a delta ignores ``base``."""
         if not isinstance(data, (bytes, bytearray, memoryview)):
             raise TypeError(f"data must be bytes, not {type(data).__name__}")
+        if base is not None and not isinstance(base, Snapshot):
+            raise TypeError(f"base must be a wasi_python.Snapshot, not {type(base).__name__}")
         secret = _key(key)
         from . import _run  # imports this module: here, not at the top
 
-        return cls(_ext.SnapshotHandle.load(str(_run.artifacts()), bytes(data), secret))
+        return cls(_ext.SnapshotHandle.load(str(_run.artifacts()), bytes(data), secret, None if base is None else base._handle))
 
     @classmethod
-    def load(cls, path: Union[str, "os.PathLike[str]"], *, key: Optional[_Key] = None) -> "Snapshot":
+    def load(cls, path: Union[str, "os.PathLike[str]"], *, key: Optional[_Key] = None, base: Optional["Snapshot"] = None) -> "Snapshot":
         """``Snapshot.from_bytes`` of a file: a regular file (else ``SnapshotError`` with
         ``kind="not_a_file"``: a device, a pipe or a folder is never read) of at most
         4 GiB."""
@@ -154,7 +187,7 @@ class Snapshot:
         if not isinstance(target, str):
             raise TypeError("path must be a str or os.PathLike[str]")
         secret = _key(key)
-        return cls.from_bytes(_read_file(target), key=secret)
+        return cls.from_bytes(_read_file(target), key=secret, base=base)
 
     def __repr__(self) -> str:
         base = ", ".join(self.base_modules) or "no preload"

@@ -416,3 +416,20 @@ def test_an_async_tool_that_stays_is_cancelled_when_its_call_times_out(pool) -> 
     same(there, here)
     assert there.stdout == b"timeout\n"
     assert cancelled.wait(2.0)  # here, in the caller's process, at its await
+
+
+def test_autosave_sends_only_what_changed_and_resumes_from_it(pool) -> None:
+    s = pool.session(actor=0)
+    assert s.run("import pandas as pd\ndf = pd.DataFrame({'x': range(10_000)})").ok
+    assert isinstance(s.saved, bytes)  # the first save is whole
+    full = len(s.saved)
+    assert s.run("y = 1").ok and s.run("y += 1").ok
+    chain = s.saved
+    assert isinstance(chain, tuple) and len(chain) == 3 and chain[0] == bytes(chain[0])
+    assert all(len(d) * 2 < full for d in chain[1:]), [len(d) for d in chain]
+    # The chain continues the session elsewhere, as a full save does.
+    other = pool.session(snapshot=chain, actor=1)
+    assert other.run("print(y, len(df))").stdout == b"2 10000\n"
+    other.close()
+    assert isinstance(s.save(), bytes) and isinstance(s.saved, bytes)
+    s.close()

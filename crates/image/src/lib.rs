@@ -1,8 +1,9 @@
 //! `wasi-python-image`: the file a saved interpreter snapshot is, without wasmtime.
 //!
 //! A snapshot file holds the guest's linear memory as the 4 KiB pages that differ from
-//! the base image the session started from (a preload image, or nothing), compressed
-//! with zstd, behind a header that says what it can be restored on:
+//! the base image the session started from (a preload image, or nothing), or, a
+//! delta, from its parent: another snapshot's file, named by its [`Opened::id`]. The
+//! pages are compressed with zstd, behind a header that says what it can be restored on:
 //!
 //! ```text
 //! 0    magic            8 bytes, "WPYSNAP\0"
@@ -19,9 +20,15 @@
 //! Header fields (integers little-endian; a string is a u16 length and UTF-8 bytes):
 //! the guest module's SHA-256 (hex), wasmtime's version, the engine settings hash (u64),
 //! the package version, the base image's module list (u32 count, strings) and its
-//! SHA-256 (32 bytes), the memory's size in wasm pages (u64), the guest's monotonic
-//! clock in ns (u64), the count of pages stored (u32) and the payload's length (u64).
-//! The header's length must match its fields exactly and the payload must end the file.
+//! SHA-256 (32 bytes), the parent's id (32 bytes, zeros: not a delta; version 3 on),
+//! the memory's size in wasm pages (u64), the guest's monotonic clock in ns (u64), the
+//! count of pages stored (u32) and the payload's length (u64). The header's length must
+//! match its fields exactly and the payload must end the file. Version 2 files (no
+//! parent) are read as before.
+//!
+//! A file's id ([`Opened::id`], [`Encoded::id`]) is the SHA-256 of its header's fields
+//! and its payload (not the flags, so signing does not change it): a delta names its
+//! parent by it, and through the parent's own header, the whole line before it.
 //!
 //! The checksum catches accidents (a truncated copy, a flipped bit), not edits: anyone
 //! can recompute it. A file made with a [`Key`] is signed; opened with the key
@@ -46,8 +53,10 @@ use sha2::{Digest, Sha256};
 /// The first eight bytes of every snapshot file.
 pub const MAGIC: [u8; 8] = *b"WPYSNAP\0";
 /// Bumped when the layout or the meaning of a field changes (2: flags and the MAC, the
-/// page numbers before the pages).
-pub const FORMAT_VERSION: u32 = 2;
+/// page numbers before the pages; 3: the parent's id, deltas).
+pub const FORMAT_VERSION: u32 = 3;
+/// The oldest version read (2: the same but for the parent's id).
+pub const OLDEST_VERSION: u32 = 2;
 /// The granularity of the page list: a host page, not a wasm page.
 pub const PAGE: usize = 4096;
 /// Bytes in a wasm page.
@@ -168,6 +177,9 @@ pub struct Header {
     pub base_modules: Vec<String>,
     /// The base image's SHA-256 (zeros without a base).
     pub base_sha256: [u8; 32],
+    /// The id of the file whose memory the pages are laid over (zeros: none, the pages
+    /// are over the base image): a delta.
+    pub parent: [u8; 32],
     /// The memory's size in wasm pages.
     pub memory_pages: u64,
     /// The guest's monotonic clock when the snapshot was taken, in ns.
@@ -179,6 +191,11 @@ impl Header {
     /// accepted is at most 4 GiB).
     pub fn memory_bytes(&self) -> u64 {
         self.memory_pages.saturating_mul(WASM_PAGE)
+    }
+
+    /// The parent's id, if this is a delta.
+    pub fn parent(&self) -> Option<[u8; 32]> {
+        (self.parent != [0; 32]).then_some(self.parent)
     }
 
     /// The checks of the values a runtime takes from a file: a memory of at least one
@@ -253,16 +270,25 @@ impl Pages {
 /// The file for `header` and `pages`, unsigned, compressed at zstd `level` (1-19; 3 is
 /// zstd's default).
 pub fn encode(header: &Header, pages: &Pages, level: i32) -> Vec<u8> {
-    encode_with(header, pages, level, None)
+    encode_with(header, pages, level, None).bytes
 }
 
 /// [`encode`], signed with `key`: [`open`] with the same key accepts it, with another
 /// refuses it.
 pub fn encode_signed(header: &Header, pages: &Pages, level: i32, key: &Key) -> Vec<u8> {
-    encode_with(header, pages, level, Some(key))
+    encode_with(header, pages, level, Some(key)).bytes
 }
 
-fn encode_with(header: &Header, pages: &Pages, level: i32, key: Option<&Key>) -> Vec<u8> {
+/// A file and its id.
+#[derive(Debug, Clone)]
+pub struct Encoded {
+    pub bytes: Vec<u8>,
+    /// What a delta over this file names as its parent ([`Opened::id`]).
+    pub id: [u8; 32],
+}
+
+/// [`encode`] or [`encode_signed`] (with a `key`), with the file's id.
+pub fn encode_with(header: &Header, pages: &Pages, level: i32, key: Option<&Key>) -> Encoded {
     let mut raw = Vec::with_capacity(pages.numbers.len() * 4 + pages.data.len());
     for n in &pages.numbers {
         raw.extend_from_slice(&n.to_le_bytes());
@@ -282,6 +308,7 @@ fn encode_with(header: &Header, pages: &Pages, level: i32, key: Option<&Key>) ->
         put_str(&mut h, m);
     }
     h.extend_from_slice(&header.base_sha256);
+    h.extend_from_slice(&header.parent);
     h.extend_from_slice(&header.memory_pages.to_le_bytes());
     h.extend_from_slice(&header.clock_ns.to_le_bytes());
     h.extend_from_slice(&(pages.numbers.len() as u32).to_le_bytes());
@@ -298,8 +325,18 @@ fn encode_with(header: &Header, pages: &Pages, level: i32, key: Option<&Key>) ->
         let mac = key.mac(&out, &payload).finalize().into_bytes();
         out.extend_from_slice(&mac);
     }
+    let id = file_id(&h, &payload);
     out.extend_from_slice(&payload);
-    out
+    Encoded { bytes: out, id }
+}
+
+fn file_id(header: &[u8], payload: &[u8]) -> [u8; 32] {
+    let mut h = Sha256::new();
+    h.update(b"wasi-python snapshot id\0");
+    h.update((header.len() as u64).to_le_bytes());
+    h.update(header);
+    h.update(payload);
+    h.finalize().into()
 }
 
 /// Strings are at most u16::MAX bytes; a longer one is cut at a character boundary.
@@ -352,6 +389,8 @@ impl<'a> Reader<'a> {
 struct Parts<'a> {
     header: Header,
     pages: u32,
+    /// The header's fields, as in the file (what the id covers, with the payload).
+    fields: &'a [u8],
     /// The magic, version, flags, length and header: what the checksum covers before
     /// the payload.
     before: &'a [u8],
@@ -371,7 +410,7 @@ fn split(bytes: &[u8]) -> Result<Parts<'_>, FormatError> {
     }
     let mut r = Reader { bytes, at: MAGIC.len() };
     let version = r.u32("the format version")?;
-    if version != FORMAT_VERSION {
+    if !(OLDEST_VERSION..=FORMAT_VERSION).contains(&version) {
         return Err(FormatError::Version { found: version, expected: FORMAT_VERSION });
     }
     let flags = r.u32("the flags")?;
@@ -408,6 +447,7 @@ fn split(bytes: &[u8]) -> Result<Parts<'_>, FormatError> {
         base_modules.push(h.str("a base module name")?);
     }
     let base_sha256: [u8; 32] = h.take(32, "the base hash")?.try_into().unwrap_or_default();
+    let parent: [u8; 32] = if version >= 3 { h.take(32, "the parent's id")?.try_into().unwrap_or_default() } else { [0; 32] };
     let memory_pages = h.u64("the memory size")?;
     let clock_ns = h.u64("the clock")?;
     let pages = h.u32("the page count")?;
@@ -421,8 +461,8 @@ fn split(bytes: &[u8]) -> Result<Parts<'_>, FormatError> {
     if payload_len < rest.len() as u64 {
         return Err(FormatError::Malformed { what: format!("{} bytes follow the page list", rest.len() as u64 - payload_len) });
     }
-    let header = Header { module_sha256, wasmtime, engine, package, base_modules, base_sha256, memory_pages, clock_ns };
-    Ok(Parts { header, pages, before, sum, signed, payload: rest })
+    let header = Header { module_sha256, wasmtime, engine, package, base_modules, base_sha256, parent, memory_pages, clock_ns };
+    Ok(Parts { header, pages, fields: header_bytes, before, sum, signed, payload: rest })
 }
 
 /// The header's values checked, and the page count against the memory.
@@ -482,6 +522,11 @@ impl Opened<'_> {
     /// Whether the file carries a signature (checked only when opened with a key).
     pub fn signed(&self) -> bool {
         self.parts.signed.is_some()
+    }
+
+    /// The file's id: the SHA-256 of its header's fields and payload, signed or not.
+    pub fn id(&self) -> [u8; 32] {
+        file_id(self.parts.fields, self.parts.payload)
     }
 
     /// The pages, decompressed as a stream: the numbers first, each checked as it

@@ -96,6 +96,8 @@ fn craft(memory_pages: u64, count: u32, payload: &[u8]) -> Vec<u8> {
     h.extend_from_slice(b"0.1.0");
     h.extend_from_slice(&0u32.to_le_bytes());
     h.extend_from_slice(&[0; 32]);
+    // The parent's id (version 3): none.
+    h.extend_from_slice(&[0; 32]);
     h.extend_from_slice(&memory_pages.to_le_bytes());
     h.extend_from_slice(&42u64.to_le_bytes());
     h.extend_from_slice(&count.to_le_bytes());

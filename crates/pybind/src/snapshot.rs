@@ -24,33 +24,50 @@ impl SnapshotHandle {
 #[pymethods]
 impl SnapshotHandle {
     /// A saved snapshot's bytes back, checked against the artifacts in `dir`; with a
-    /// `key`, refused unless signed with it.
+    /// `key`, refused unless signed with it; a delta laid over `base`, the snapshot of
+    /// the file it names.
     #[staticmethod]
-    #[pyo3(signature = (dir, data, key=None))]
-    fn load(py: Python<'_>, dir: &str, data: &[u8], key: Option<&[u8]>) -> PyResult<SnapshotHandle> {
+    #[pyo3(signature = (dir, data, key=None, base=None))]
+    fn load(py: Python<'_>, dir: &str, data: &[u8], key: Option<&[u8]>, base: Option<PyRef<'_, SnapshotHandle>>) -> PyResult<SnapshotHandle> {
         let key = key.map(signing_key).transpose()?;
         let runtime = runtime_for(dir).map_err(errors::to_py)?;
-        let snapshot = py
-            .detach(|| match &key {
-                Some(key) => runtime.load_signed_snapshot(data, key),
-                None => runtime.load_snapshot(data),
-            })
-            .map_err(to_py)?;
+        let parent = base.map(|b| b.snapshot.clone());
+        let snapshot = py.detach(|| runtime.load_snapshot_over(data, key.as_ref(), parent.as_ref())).map_err(to_py)?;
         Ok(SnapshotHandle { snapshot, runtime })
     }
 
-    /// The file's bytes: the pages that differ from the base image, compressed; signed
-    /// with `key` if given.
-    #[pyo3(signature = (key=None))]
-    fn to_bytes<'py>(&self, py: Python<'py>, key: Option<&[u8]>) -> PyResult<Bound<'py, PyBytes>> {
+    /// The file's bytes: the pages that differ from the base image (or, `since`, from
+    /// that snapshot's: a delta), compressed; signed with `key` if given.
+    #[pyo3(signature = (key=None, since=None))]
+    fn to_bytes<'py>(&self, py: Python<'py>, key: Option<&[u8]>, since: Option<PyRef<'_, SnapshotHandle>>) -> PyResult<Bound<'py, PyBytes>> {
         let key = key.map(signing_key).transpose()?;
+        let parent = since.map(|b| b.snapshot.clone());
         let bytes = py
-            .detach(|| match &key {
-                Some(key) => self.snapshot.to_signed_bytes(&self.runtime, key),
-                None => self.snapshot.to_bytes(&self.runtime),
+            .detach(|| match (&parent, &key) {
+                (Some(parent), key) => self.snapshot.to_bytes_since(&self.runtime, parent, key.as_ref()),
+                (None, Some(key)) => self.snapshot.to_signed_bytes(&self.runtime, key),
+                (None, None) => self.snapshot.to_bytes(&self.runtime),
             })
             .map_err(to_py)?;
         Ok(PyBytes::new(py, &bytes))
+    }
+
+    /// The 4 KiB pages this snapshot laid over what it was taken (or loaded) against.
+    #[getter]
+    fn new_pages(&self) -> u64 {
+        self.snapshot.new_pages()
+    }
+
+    /// The 4 KiB pages its layers hold over the base image.
+    #[getter]
+    fn layered_pages(&self) -> u64 {
+        self.snapshot.layered_pages()
+    }
+
+    /// The id of the file it was first saved as or loaded from (hex), or None.
+    #[getter]
+    fn id(&self) -> Option<String> {
+        self.snapshot.id().map(|id| id.iter().map(|b| format!("{b:02x}")).collect())
     }
 
     /// The memory's size in bytes: the least `memory_bytes` that can start from it.

@@ -48,6 +48,45 @@ impl Prepared {
         let pre = linker.instantiate_pre(&module).map_err(fail)?;
         Ok(Prepared { engine: self.engine.clone(), pre })
     }
+
+    /// The same compiled guest, its memory starting from a session snapshot's layers
+    /// (fork.rs, delta.rs) of `pages` wasm pages.
+    fn with_layers(&self, layout: &crate::delta::Layout, pages: u64) -> Result<Prepared, Error> {
+        let fail = |e: wasmtime::Error| Error::Module(format!("mapping a snapshot's memory: {e:#}"));
+        let view = layout.view().map_err(|e| Error::io("mapping a snapshot's memory", e))?;
+        let base = layout.base.try_clone().map_err(|e| Error::io("mapping a snapshot's memory", e))?;
+        let page = wasi_python_image::PAGE as u64;
+        let layers: Vec<wasmtime::MemoryLayer> = layout
+            .runs
+            .iter()
+            .map(|r| wasmtime::MemoryLayer {
+                file: r.file.file().clone(),
+                file_offset: u64::from(r.at) * page,
+                memory_offset: u64::from(r.start) * page,
+                len: u64::from(r.len) * page,
+            })
+            .collect();
+        let module = self.pre.module().with_memory_layers(base, layout.base_len, &layers, layout.len, view, pages).map_err(fail)?;
+        let mut linker = Linker::new(&self.engine);
+        host::add_to_linker(&mut linker).map_err(|e| Error::Internal(format!("{e:#}")))?;
+        let pre = linker.instantiate_pre(&module).map_err(fail)?;
+        Ok(Prepared { engine: self.engine.clone(), pre })
+    }
+
+    fn with_memory(&self, memory: &MemoryFrom) -> Result<Prepared, Error> {
+        match memory {
+            MemoryFrom::File(path, pages) => self.with_image(path, *pages),
+            MemoryFrom::Layers(layout, pages) => self.with_layers(layout, *pages),
+        }
+    }
+}
+
+/// What a flavour's memory starts from instead of the artifact's own: a preload
+/// image's file, or a session snapshot's layers; and its size in wasm pages.
+#[derive(Debug, Clone)]
+pub(crate) enum MemoryFrom {
+    File(PathBuf, u64),
+    Layers(Arc<crate::delta::Layout>, u64),
 }
 
 impl std::fmt::Debug for Prepared {
@@ -248,9 +287,9 @@ pub(crate) struct Flavoured {
     /// Stores alive in the pooled engine's slots, shared with the flavours made from
     /// this one by [`Flavoured::with_image`] (they use the same pool).
     live: Arc<AtomicUsize>,
-    /// A snapshot's memory image and its size in wasm pages, which every module of
-    /// this flavour starts from instead of the artifact's own.
-    image: Option<(PathBuf, u64)>,
+    /// A snapshot's memory, which every module of this flavour starts from instead of
+    /// the artifact's own.
+    image: Option<MemoryFrom>,
     /// Guests on standby for this flavour's next fresh run (standby.rs).
     pub(crate) standby: Arc<crate::standby::Ready>,
     /// The `-c` programs runs from this flavour's image compiled (compiled.rs).
@@ -291,8 +330,8 @@ impl Flavoured {
             return Ok(p);
         }
         let mut p = prepare_engine(&self.artifacts, &self.cache_dir, self.flavour, None, self.cpu, &self.notices)?;
-        if let Some((image, pages)) = &self.image {
-            p = p.with_image(image, *pages)?;
+        if let Some(memory) = &self.image {
+            p = p.with_memory(memory)?;
         }
         Ok(self.on_demand.get_or_init(|| p))
     }
@@ -301,13 +340,23 @@ impl Flavoured {
     /// the same engines and compiled code, so this takes milliseconds. The on-demand
     /// engine gets the image when it is first loaded.
     pub(crate) fn with_image(&self, image: &Path, pages: u64) -> Result<Flavoured, Error> {
+        self.with_memory(MemoryFrom::File(image.to_owned(), pages), image)
+    }
+
+    /// This flavour, starting from a session snapshot's layers (`pages` wasm pages);
+    /// `name` tells its guests on standby apart from other images'.
+    pub(crate) fn with_layers(&self, layout: Arc<crate::delta::Layout>, pages: u64, name: &Path) -> Result<Flavoured, Error> {
+        self.with_memory(MemoryFrom::Layers(layout, pages), name)
+    }
+
+    fn with_memory(&self, memory: MemoryFrom, image: &Path) -> Result<Flavoured, Error> {
         let pooled = match &self.pooled {
-            Some(p) => Some(p.with_image(image, pages)?),
+            Some(p) => Some(p.with_memory(&memory)?),
             None => None,
         };
         let on_demand = std::sync::OnceLock::new();
         if pooled.is_none() {
-            let _ = on_demand.set(self.on_demand()?.with_image(image, pages)?);
+            let _ = on_demand.set(self.on_demand()?.with_memory(&memory)?);
         }
         let compiled = crate::compiled::Compiled::new();
         Ok(Flavoured {
@@ -320,7 +369,7 @@ impl Flavoured {
             cpu: self.cpu,
             notices: self.notices.clone(),
             live: self.live.clone(),
-            image: Some((image.to_owned(), pages)),
+            image: Some(memory),
             standby: crate::standby::Ready::new(&self.standby.launcher, Some(image.to_owned()), &compiled),
             compiled,
         })

@@ -31,14 +31,15 @@
 //! checks format, guest, wasmtime, engine, package and base before any guest code runs,
 //! and a snapshot larger than a run's `memory_bytes` is refused before it starts.
 
-use std::fs::File;
+use std::borrow::Cow;
 use std::hash::{Hash, Hasher};
 use std::path::{Path, PathBuf};
-use std::sync::Arc;
+use std::sync::{Arc, OnceLock};
 
 use parking_lot::Mutex;
 use wasi_python_image::{FormatError, Header, Key, Limits as ImageLimits, PAGE, Pages, WASM_PAGE};
 
+use crate::delta::{Layout, PageFile};
 use crate::engine::{Flavour, Flavoured, WASMTIME_VERSION};
 use crate::host::GUEST_CLOCK_START;
 use crate::snapshot::{Image, Modules};
@@ -70,6 +71,15 @@ pub enum SnapshotError {
     /// A snapshot file to load is not a regular file (a device, a pipe, a folder).
     #[error("{path} is not a regular file")]
     NotAFile { path: PathBuf },
+    /// A delta file was loaded without the snapshot it was saved against.
+    #[error("the file is a delta over the snapshot file {wanted}; load it over that snapshot (base=)")]
+    NoParent { wanted: String },
+    /// A delta file was loaded over another snapshot than the one it was saved against.
+    #[error("the file is a delta over the snapshot file {wanted}, not over {given}")]
+    OtherParent { wanted: String, given: String },
+    /// A delta was asked against a snapshot never saved or loaded, which no file names.
+    #[error("a delta is saved against a snapshot that was saved or loaded (its file's id); save the parent first")]
+    ParentNotSaved,
     /// A host I/O failure.
     #[error("{context}: {source}")]
     Io {
@@ -87,7 +97,7 @@ impl SnapshotError {
     /// "version", "truncated", "malformed", "too_large", "clock", "checksum",
     /// "unsigned", "signature", "compression"),
     /// "other_guest", "other_wasmtime", "other_engine", "other_package", "other_base",
-    /// "not_a_file", "io", "runtime".
+    /// "not_a_file", "no_parent", "other_parent", "parent_not_saved", "io", "runtime".
     pub fn kind(&self) -> &'static str {
         match self {
             SnapshotError::Busy => "busy",
@@ -99,9 +109,13 @@ impl SnapshotError {
                 "wasmtime" => "other_wasmtime",
                 "engine" => "other_engine",
                 "package" => "other_package",
+                "parent" => "other_parent",
                 _ => "other_base",
             },
             SnapshotError::NotAFile { .. } => "not_a_file",
+            SnapshotError::NoParent { .. } => "no_parent",
+            SnapshotError::OtherParent { .. } => "other_parent",
+            SnapshotError::ParentNotSaved => "parent_not_saved",
             SnapshotError::Io { .. } => "io",
             SnapshotError::Runtime(_) => "runtime",
         }
@@ -118,18 +132,10 @@ pub struct Snapshot {
     inner: Arc<Inner>,
 }
 
-/// Where a snapshot's memory is.
-enum Memory {
-    /// All of it in one file: a snapshot taken here, or loaded without a base image.
-    Image(ImageFile),
-    /// A loaded snapshot over its base image: a fork starts from the base image's
-    /// engines and these pages are written over its memory before any guest code runs
-    /// (`Guest::patch`). Loading copies nothing.
-    Patch(Arc<Pages>),
-}
-
 struct Inner {
-    memory: Memory,
+    /// The memory: a base file and the runs of pages laid over it (delta.rs), shared
+    /// by every fork.
+    layout: Arc<Layout>,
     /// The memory's size in wasm pages.
     pages: u64,
     /// The guest's monotonic clock when taken, in ns.
@@ -139,7 +145,14 @@ struct Inner {
     base: Option<Arc<Image>>,
     base_modules: Modules,
     module_sha256: String,
-    /// Engines over this image, made at the first fork of each flavour.
+    /// The 4 KiB pages this snapshot laid over the memory it was taken or loaded
+    /// against (its session's last snapshot, what the session started from, or the
+    /// parent of a delta file).
+    new_pages: u64,
+    /// The id of the file it was first saved as or loaded from (a delta names its
+    /// parent by it).
+    id: OnceLock<[u8; 32]>,
+    /// Engines over this memory, made at the first fork of each flavour.
     flavours: Mutex<Vec<(Flavour, Arc<Flavoured>)>>,
 }
 
@@ -148,6 +161,7 @@ impl std::fmt::Debug for Snapshot {
         f.debug_struct("Snapshot")
             .field("memory_bytes", &self.memory_bytes())
             .field("base", &self.inner.base_modules)
+            .field("new_pages", &self.inner.new_pages)
             .finish()
     }
 }
@@ -186,6 +200,13 @@ impl Origin {
     }
 }
 
+/// What pages a snapshot file stores: those that differ from its base image (`Full`),
+/// or from another snapshot's file (`Since`, a delta).
+enum Against<'a> {
+    Full,
+    Since(&'a Snapshot),
+}
+
 impl Snapshot {
     /// The memory's size: a session or run from this snapshot needs `memory_bytes` at least this.
     pub fn memory_bytes(&self) -> u64 {
@@ -197,29 +218,44 @@ impl Snapshot {
         &self.inner.base_modules
     }
 
-    /// The engines of `flavour` a fork starts from, made on first need: over this
-    /// snapshot's image, or (a patch) its base image's.
+    /// The 4 KiB pages this snapshot laid over the memory it was taken against: its
+    /// session's last snapshot, else what the session started from (a preload image
+    /// or a snapshot); for a loaded file, the pages it stored. What taking it wrote,
+    /// and what it adds to the memory its forks share.
+    pub fn new_pages(&self) -> u64 {
+        self.inner.new_pages
+    }
+
+    /// The 4 KiB pages held by this snapshot's layers over its base (what differs
+    /// from the base image, plus pages copied along to keep the layers few).
+    pub fn layered_pages(&self) -> u64 {
+        self.inner.layout.run_pages()
+    }
+
+    /// The id of the file this snapshot was first saved as, or loaded from: what a
+    /// delta saved against it names ([`Snapshot::to_bytes_since`]). `None` until then.
+    pub fn id(&self) -> Option<[u8; 32]> {
+        self.inner.id.get().copied()
+    }
+
+    /// The engines of `flavour` a fork starts from, made on first need, over this
+    /// snapshot's layers.
     pub(crate) fn flavour(&self, runtime: &Runtime, flavour: Flavour) -> Result<Arc<Flavoured>, Error> {
         let mut made = self.inner.flavours.lock();
         if let Some((_, f)) = made.iter().find(|(k, _)| *k == flavour) {
             return Ok(f.clone());
         }
-        let f = match (&self.inner.memory, &self.inner.base) {
-            (Memory::Image(image), _) => Arc::new(runtime.flavour(flavour)?.with_image(image.path(), self.inner.pages)?),
-            (Memory::Patch(_), Some(base)) => runtime.preload_flavour(flavour, base, &self.inner.base_modules)?,
-            (Memory::Patch(_), None) => return Err(Error::Internal("a snapshot patch without a base image".into())),
-        };
+        let name = PathBuf::from(format!("session-snapshot-{:x}", Arc::as_ptr(&self.inner) as usize));
+        let f = Arc::new(runtime.flavour(flavour)?.with_layers(self.inner.layout.clone(), self.inner.pages, &name)?);
         made.push((flavour, f.clone()));
         Ok(f)
     }
 
-    /// What a fork writes over its base image's memory before any guest code runs: the
-    /// memory's size in wasm pages and the pages. `None`: the image is the whole memory.
+    /// What a fork writes over its base image's memory before any guest code runs.
+    /// Always `None`: every snapshot, loaded ones included, is mapped whole from its
+    /// layers.
     pub(crate) fn patch(&self) -> Option<(u64, &Pages)> {
-        match &self.inner.memory {
-            Memory::Patch(pages) => Some((self.inner.pages, pages)),
-            Memory::Image(_) => None,
-        }
+        None
     }
 
     pub(crate) fn module_sha256(&self) -> &str {
@@ -229,22 +265,60 @@ impl Snapshot {
     /// The file: the pages that differ from the base image, zstd level 3, unsigned (its
     /// checksum catches accidents, not edits).
     pub fn to_bytes(&self, runtime: &Runtime) -> Result<Vec<u8>, SnapshotError> {
-        self.encode(runtime, None)
+        self.encode(runtime, None, Against::Full)
     }
 
     /// [`Snapshot::to_bytes`], signed with `key` (HMAC-SHA256):
     /// [`Runtime::load_signed_snapshot`] with the same key accepts it, and refuses it
     /// edited or under another key.
     pub fn to_signed_bytes(&self, runtime: &Runtime, key: &Key) -> Result<Vec<u8>, SnapshotError> {
-        self.encode(runtime, Some(key))
+        self.encode(runtime, Some(key), Against::Full)
     }
 
-    fn encode(&self, runtime: &Runtime, key: Option<&Key>) -> Result<Vec<u8>, SnapshotError> {
+    /// A delta: the pages that differ from `parent`'s memory, naming `parent`'s file by
+    /// its id, so it loads only over that file's snapshot
+    /// ([`Runtime::load_snapshot_over`]). `parent` must have been saved or loaded
+    /// ([`SnapshotError::ParentNotSaved`]) and be of the same line (same base image).
+    /// Signed with `key` if given.
+    pub fn to_bytes_since(&self, runtime: &Runtime, parent: &Snapshot, key: Option<&Key>) -> Result<Vec<u8>, SnapshotError> {
+        self.encode(runtime, key, Against::Since(parent))
+    }
+
+    fn encode(&self, runtime: &Runtime, key: Option<&Key>, against: Against<'_>) -> Result<Vec<u8>, SnapshotError> {
         let inner = &*self.inner;
         let base_sha256 = match &inner.base {
             Some(image) => image.sha256()?,
             None => [0; 32],
         };
+        let io = |e| SnapshotError::io("reading the snapshot's memory", e);
+        let (parent, numbers) = match against {
+            Against::Full => {
+                let numbers = match &inner.base {
+                    Some(image) => inner.layout.differing(&*image.layout()?).map_err(io)?,
+                    None => inner.layout.differing(&zeros()?).map_err(io)?,
+                };
+                ([0; 32], numbers)
+            }
+            Against::Since(parent) => {
+                let id = parent.id().ok_or(SnapshotError::ParentNotSaved)?;
+                if parent.inner.base_modules != inner.base_modules
+                    || parent.inner.base.as_ref().map(|b| b.path.clone()) != inner.base.as_ref().map(|b| b.path.clone())
+                    || parent.inner.pages > inner.pages
+                {
+                    return Err(SnapshotError::Mismatch {
+                        what: "parent",
+                        file: "a snapshot of another line (another base image, or a larger memory)".into(),
+                        here: "this snapshot".into(),
+                    });
+                }
+                (id, inner.layout.differing(&parent.inner.layout).map_err(io)?)
+            }
+        };
+        let view = inner.layout.view().map_err(io)?;
+        let mut pages = Pages::new();
+        for n in numbers {
+            pages.push(n, view.page(n));
+        }
         let header = Header {
             module_sha256: inner.module_sha256.clone(),
             wasmtime: WASMTIME_VERSION.to_owned(),
@@ -252,19 +326,13 @@ impl Snapshot {
             package: crate::snapshot::package_id(runtime.artifacts())?,
             base_modules: inner.base_modules.clone(),
             base_sha256,
+            parent,
             memory_pages: inner.pages,
             clock_ns: inner.clock_ns,
         };
-        let encode = |pages: &Pages| match key {
-            Some(key) => wasi_python_image::encode_signed(&header, pages, 3, key),
-            None => wasi_python_image::encode(&header, pages, 3),
-        };
-        let bytes = match &inner.memory {
-            Memory::Image(image) => encode(&self.diff(image)?),
-            // Already the pages that differ from the base.
-            Memory::Patch(pages) => encode(pages),
-        };
-        Ok(bytes)
+        let encoded = wasi_python_image::encode_with(&header, &pages, 3, key);
+        inner.id.get_or_init(|| encoded.id);
+        Ok(encoded.bytes)
     }
 
     /// Writes [`Snapshot::to_bytes`] to `path`: a new temporary file in its folder
@@ -279,38 +347,16 @@ impl Snapshot {
         write_new(path, &self.to_signed_bytes(runtime, key)?)
     }
 
-    /// The 4 KiB pages of the memory that differ from the base image (past its end, or
-    /// without a base: from zeros).
-    fn diff(&self, image: &ImageFile) -> Result<Pages, SnapshotError> {
-        const CHUNK: usize = 1 << 20;
-        let inner = &*self.inner;
-        let total = inner.pages * WASM_PAGE;
-        let base = match &inner.base {
-            Some(image) => Some(File::open(&image.path).map_err(|e| SnapshotError::io(format!("opening {}", image.path.display()), e))?),
-            None => None,
-        };
-        let base_len = inner.base.as_ref().map_or(0, |i| i.bytes());
-        let mut mine = vec![0u8; CHUNK];
-        let mut theirs = vec![0u8; CHUNK];
-        let mut pages = Pages::new();
-        let mut at = 0u64;
-        while at < total {
-            let n = CHUNK.min((total - at) as usize);
-            read_at(image.file(), &mut mine[..n], at).map_err(|e| SnapshotError::io("reading the snapshot's memory", e))?;
-            let from_base = n.min(base_len.saturating_sub(at) as usize);
-            theirs[..n].fill(0);
-            if let Some(f) = &base {
-                read_at(f, &mut theirs[..from_base], at).map_err(|e| SnapshotError::io("reading the base image", e))?;
-            }
-            for (i, (a, b)) in mine[..n].chunks_exact(PAGE).zip(theirs[..n].chunks_exact(PAGE)).enumerate() {
-                if a != b {
-                    pages.push(((at as usize / PAGE) + i) as u32, a);
-                }
-            }
-            at += n as u64;
-        }
-        Ok(pages)
+    /// [`Snapshot::save`] of [`Snapshot::to_bytes_since`].
+    pub fn save_since(&self, runtime: &Runtime, path: &Path, parent: &Snapshot, key: Option<&Key>) -> Result<(), SnapshotError> {
+        write_new(path, &self.to_bytes_since(runtime, parent, key)?)
     }
+}
+
+/// An empty memory: what a snapshot without a base image is saved against.
+fn zeros() -> Result<Layout, SnapshotError> {
+    let file = PageFile::new(0).map_err(|e| SnapshotError::io("making an empty file", e))?;
+    Ok(Layout::over(file.file().clone(), 0, 0))
 }
 
 /// The largest snapshot file read: a saved 4 GiB memory compresses far below.
@@ -358,11 +404,6 @@ fn write_new(path: &Path, bytes: &[u8]) -> Result<(), SnapshotError> {
     Ok(())
 }
 
-fn read_at(f: &File, buf: &mut [u8], at: u64) -> std::io::Result<()> {
-    use std::os::unix::fs::FileExt;
-    f.read_exact_at(buf, at)
-}
-
 impl Runtime {
     /// A saved snapshot back: the format, its checksum and its header's values, then the
     /// guest module, wasmtime, engine, package and base image it names, all checked
@@ -375,17 +416,26 @@ impl Runtime {
     /// folder already (the one the saving process used, or a copy of it): a load never
     /// builds one, since a rebuilt image's memory differs.
     pub fn load_snapshot(&self, bytes: &[u8]) -> Result<Snapshot, SnapshotError> {
-        self.load(bytes, None)
+        self.load(bytes, None, None)
     }
 
     /// [`Runtime::load_snapshot`] of a file signed with `key`: an unsigned file
     /// ([`FormatError::Unsigned`]) or one whose signature does not match
     /// ([`FormatError::Signature`]) is refused before anything else is read from it.
     pub fn load_signed_snapshot(&self, bytes: &[u8], key: &Key) -> Result<Snapshot, SnapshotError> {
-        self.load(bytes, Some(key))
+        self.load(bytes, Some(key), None)
     }
 
-    fn load(&self, bytes: &[u8], key: Option<&Key>) -> Result<Snapshot, SnapshotError> {
+    /// [`Runtime::load_snapshot`] (or, with `key`, [`Runtime::load_signed_snapshot`])
+    /// of a file that may be a delta ([`Snapshot::to_bytes_since`]): laid over
+    /// `parent`, which must be the snapshot of the file the delta names
+    /// ([`SnapshotError::NoParent`] without one, [`SnapshotError::OtherParent`] if it
+    /// is another). A file that is not a delta ignores `parent`.
+    pub fn load_snapshot_over(&self, bytes: &[u8], key: Option<&Key>, parent: Option<&Snapshot>) -> Result<Snapshot, SnapshotError> {
+        self.load(bytes, key, parent)
+    }
+
+    fn load(&self, bytes: &[u8], key: Option<&Key>, parent: Option<&Snapshot>) -> Result<Snapshot, SnapshotError> {
         // A session's memory is at most 4 GiB: the most any caller could start from it.
         let limits = ImageLimits::default();
         let opened = wasi_python_image::open(bytes, &limits, key)?;
@@ -411,8 +461,37 @@ impl Runtime {
                 here: format!("{engine:016x}"),
             });
         }
-        let pages = opened.pages()?;
-        let base = if header.base_modules.is_empty() {
+        // A delta: its parent, checked before anything is decompressed.
+        let parent = match header.parent() {
+            None => None,
+            Some(wanted) => {
+                let Some(parent) = parent else { return Err(SnapshotError::NoParent { wanted: hex(&wanted) }) };
+                if parent.id() != Some(wanted) {
+                    return Err(SnapshotError::OtherParent {
+                        wanted: hex(&wanted),
+                        given: parent.id().map_or_else(|| "a snapshot never saved or loaded".into(), |id| hex(&id)),
+                    });
+                }
+                let base_sha = match &parent.inner.base {
+                    Some(b) => b.sha256()?,
+                    None => [0; 32],
+                };
+                if parent.inner.base_modules != header.base_modules || base_sha != header.base_sha256 {
+                    return Err(SnapshotError::Mismatch {
+                        what: "base image",
+                        file: hex(&header.base_sha256),
+                        here: format!("the parent's base, {}", hex(&base_sha)),
+                    });
+                }
+                if header.memory_pages < parent.inner.pages {
+                    return Err(FormatError::Malformed { what: "the memory is smaller than its parent's".into() }.into());
+                }
+                Some(parent)
+            }
+        };
+        let base = if let Some(parent) = parent {
+            parent.inner.base.clone()
+        } else if header.base_modules.is_empty() {
             None
         } else {
             let modules = crate::Preload::modules(&header.base_modules)
@@ -432,33 +511,54 @@ impl Runtime {
                     here: format!("{} ({})", hex(&sha), image.path.display()),
                 });
             }
-            Some(image)
-        };
-        let memory = if base.is_some() {
-            if header.memory_bytes() < base.as_ref().map_or(0, |b| b.bytes()) {
+            if header.memory_bytes() < image.bytes() {
                 return Err(FormatError::Malformed { what: "the memory is smaller than its base image".into() }.into());
             }
-            Memory::Patch(Arc::new(pages))
-        } else {
-            // No base: the pages are the whole memory's non-zero ones.
-            use std::os::unix::fs::FileExt;
-            let image = ImageFile::new(header.memory_bytes())?;
-            for (n, page) in pages.iter() {
-                image
-                    .file()
-                    .write_all_at(page, u64::from(n) * PAGE as u64)
-                    .map_err(|e| SnapshotError::io("writing the snapshot's memory", e))?;
-            }
-            Memory::Image(image)
+            Some(image)
         };
+        let pages = opened.pages()?;
+        let len = header.memory_bytes();
+        let io = |e| SnapshotError::io("writing the snapshot's memory", e);
+        let reference = match (parent, &base) {
+            (Some(p), _) => Some(p.inner.layout.clone()),
+            (None, Some(image)) => Some(image.layout()?),
+            (None, None) => None,
+        };
+        let layout = match reference {
+            Some(reference) => {
+                // The stored pages laid over the reference; the pages between runs
+                // merged are the reference's own.
+                let theirs = reference.view().map_err(io)?;
+                let numbers: Vec<u32> = pages.iter().map(|(n, _)| n).collect();
+                let stored: Vec<&[u8]> = pages.iter().map(|(_, p)| p).collect();
+                let page = |n: u32| match numbers.binary_search(&n) {
+                    Ok(i) => Cow::Borrowed(stored[i]),
+                    Err(_) => Cow::Borrowed(theirs.page(n)),
+                };
+                reference.overlay(&numbers, len, page).map_err(io)?
+            }
+            None => {
+                // No base: the pages are the whole memory's non-zero ones.
+                let file = PageFile::new(len).map_err(io)?;
+                for (n, page) in pages.iter() {
+                    file.write_at(page, u64::from(n) * PAGE as u64).map_err(io)?;
+                }
+                file.seal();
+                Layout::whole(Arc::new(file), len)
+            }
+        };
+        let id = OnceLock::new();
+        let _ = id.set(opened.id());
         Ok(Snapshot {
             inner: Arc::new(Inner {
-                memory,
+                layout: Arc::new(layout),
                 pages: header.memory_pages,
                 clock_ns: header.clock_ns,
                 base,
                 base_modules: header.base_modules,
                 module_sha256: header.module_sha256,
+                new_pages: pages.len() as u64,
+                id,
                 flavours: Mutex::new(Vec::new()),
             }),
         })
@@ -483,111 +583,125 @@ fn hex(b: &[u8]) -> String {
     b.iter().map(|x| format!("{x:02x}")).collect()
 }
 
-/// A whole memory as a file the engine can map: a memfd on Linux (named by
-/// `/proc/self/fd`), else a temporary file removed on drop.
-struct ImageFile {
-    file: File,
-    path: PathBuf,
-    remove: bool,
-}
-
-impl ImageFile {
-    fn new(len: u64) -> Result<ImageFile, SnapshotError> {
-        let io = |e| SnapshotError::io("making the snapshot's memory file", e);
-        #[cfg(target_os = "linux")]
-        {
-            use std::os::fd::AsRawFd;
-            if let Ok(fd) = rustix::fs::memfd_create("wasi-python-snapshot", rustix::fs::MemfdFlags::CLOEXEC) {
-                let file = File::from(fd);
-                let path = PathBuf::from(format!("/proc/self/fd/{}", file.as_raw_fd()));
-                if path.exists() {
-                    file.set_len(len).map_err(io)?;
-                    return Ok(ImageFile { file, path, remove: false });
-                }
-            }
-        }
-        static NEXT: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
-        let n = NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-        let path = std::env::temp_dir().join(format!("wpy-snapshot-{}-{n}.img", std::process::id()));
-        let file = std::fs::OpenOptions::new().read(true).write(true).create_new(true).open(&path).map_err(io)?;
-        file.set_len(len).map_err(io)?;
-        Ok(ImageFile { file, path, remove: true })
-    }
-    fn file(&self) -> &File {
-        &self.file
-    }
-    fn path(&self) -> &Path {
-        &self.path
-    }
-}
-
-impl Drop for ImageFile {
-    fn drop(&mut self) {
-        if self.remove {
-            let _ = std::fs::remove_file(&self.path);
-        }
-    }
-}
-
 /// What a session's thread needs to take a snapshot of its guest.
 #[derive(Debug, Clone)]
 pub(crate) struct Taker {
     pub(crate) runtime: Runtime,
     pub(crate) origin: Origin,
+    /// The session's last snapshot: the next one is taken against it.
+    last: Arc<Mutex<Option<Snapshot>>>,
 }
 
 impl Taker {
-    /// The guest's memory as a snapshot: non-zero pages copied into a new image file,
-    /// wasi-libc's preopen table emptied, the clock read. The caller has checked that
-    /// the guest is between turns and holds no files.
+    pub(crate) fn new(runtime: Runtime, origin: Origin) -> Taker {
+        Taker { runtime, origin, last: Arc::default() }
+    }
+
+    /// The guest's memory as a snapshot, wasi-libc's preopen table emptied, the clock
+    /// read. The caller has checked that the guest is between turns and holds no
+    /// files, and `memory` is the guest's, mapped copy-on-write from what it started
+    /// from (the origin) since its instance was made.
+    ///
+    /// The pages the guest may have written (delta.rs, [`crate::delta::written`]) are
+    /// compared with the session's last snapshot (or its origin), and those that differ
+    /// are laid over it: the cost follows what the session wrote. The pages it did not
+    /// write are the origin's, and so the last snapshot's: that one was taken from
+    /// this memory, and a written page never turns back into the origin's.
     pub(crate) fn take(&self, memory: &[u8], clock_ns: u64) -> Result<Snapshot, SnapshotError> {
-        use std::os::unix::fs::FileExt;
         let statics = self.runtime.preopen_statics()?;
         let total = memory.len() as u64;
-        let image = ImageFile::new(total)?;
         let io = |e| SnapshotError::io("writing the snapshot's memory", e);
-        // The cost of a snapshot: the kernel allocates each page of the memfd (about
-        // 40 ms for the 64 MB a pandas session holds; two threads did not help on two
-        // busy cores).
-        write_nonzero(image.file(), memory, 0, memory.len()).map_err(io)?;
-        for (addr, width) in statics.iter() {
-            if u64::from(*addr) + *width as u64 <= total {
-                image.file().write_all_at(&[0u8; 4][..*width], u64::from(*addr)).map_err(io)?;
+        // The page as the snapshot holds it: the preopen statics zeroed.
+        let with_statics: Vec<u32> = statics.iter().map(|(addr, _)| addr / PAGE as u32).collect();
+        let page = |n: u32| -> Cow<'_, [u8]> {
+            let at = n as usize * PAGE;
+            let bytes = &memory[at..at + PAGE];
+            if !with_statics.contains(&n) {
+                return Cow::Borrowed(bytes);
             }
-        }
+            let mut owned = bytes.to_vec();
+            for (addr, width) in statics.iter() {
+                let a = *addr as usize;
+                if a / PAGE == n as usize && a % PAGE + *width <= PAGE {
+                    owned[a % PAGE..a % PAGE + *width].fill(0);
+                }
+            }
+            Cow::Owned(owned)
+        };
+        let last = self.last.lock().clone();
+        let reference = match (&last, &self.origin) {
+            (Some(last), _) => Some(last.inner.layout.clone()),
+            (None, Origin::Snapshot(s)) => Some(s.inner.layout.clone()),
+            (None, Origin::Preload(image, _)) => Some(image.layout()?),
+            (None, Origin::Bootstrap) => None,
+        };
+        let (layout, new_pages) = match reference {
+            Some(reference) => {
+                let pages = (total / PAGE as u64) as u32;
+                let candidates = crate::delta::written(memory).unwrap_or_else(|| std::iter::once(0..pages).collect());
+                let theirs = reference.view().map_err(io)?;
+                let mut changed = Vec::new();
+                for n in candidates.into_iter().flatten() {
+                    if *page(n) != *theirs.page(n) {
+                        changed.push(n);
+                    }
+                }
+                let layout = reference.overlay(&changed, total, page).map_err(io)?;
+                (layout, changed.len() as u64)
+            }
+            None => {
+                // The artifact's own memory, which this runtime holds no file of: the
+                // non-zero pages, whole (a later snapshot of the session is a delta).
+                let file = PageFile::new(total).map_err(io)?;
+                let n = write_nonzero(&file, memory, &page).map_err(io)?;
+                file.seal();
+                (Layout::whole(Arc::new(file), total), n)
+            }
+        };
         let (base, base_modules) = self.origin.base();
-        Ok(Snapshot {
+        let snapshot = Snapshot {
             inner: Arc::new(Inner {
-                memory: Memory::Image(image),
+                layout: Arc::new(layout),
                 pages: total / WASM_PAGE,
                 clock_ns,
                 base,
                 base_modules,
                 module_sha256: self.runtime.artifacts().module_sha256().to_owned(),
+                new_pages,
+                id: OnceLock::new(),
                 flavours: Mutex::new(Vec::new()),
             }),
-        })
+        };
+        *self.last.lock() = Some(snapshot.clone());
+        Ok(snapshot)
     }
 }
 
-/// Writes the non-zero 4 KiB pages of `memory[from..to]` to `file` at the same offsets,
-/// a run of pages per write.
-fn write_nonzero(file: &File, memory: &[u8], from: usize, to: usize) -> std::io::Result<()> {
-    use std::os::unix::fs::FileExt;
-    let zero = |p: usize| memory[p..(p + PAGE).min(to)].iter().all(|&b| b == 0);
-    let mut p = from;
-    while p < to {
-        if zero(p) {
-            p += PAGE;
-            continue;
+/// Writes the non-zero 4 KiB pages of `memory` (as `page` gives them) to `file` at the
+/// same offsets, a run of pages per write; returns how many.
+fn write_nonzero<'a>(file: &PageFile, memory: &[u8], page: &impl Fn(u32) -> Cow<'a, [u8]>) -> std::io::Result<u64> {
+    let pages = (memory.len() / PAGE) as u32;
+    let mut written = 0;
+    let mut run: Vec<u8> = Vec::new();
+    let mut start = 0;
+    for n in 0..=pages {
+        let p = (n < pages).then(|| page(n)).filter(|p| p.iter().any(|&b| b != 0));
+        match p {
+            Some(p) => {
+                if run.is_empty() {
+                    start = n;
+                }
+                run.extend_from_slice(&p);
+                written += 1;
+            }
+            None if !run.is_empty() => {
+                file.write_at(&run, u64::from(start) * PAGE as u64)?;
+                run.clear();
+            }
+            None => {}
         }
-        let start = p;
-        while p < to && !zero(p) {
-            p += PAGE;
-        }
-        file.write_all_at(&memory[start..p.min(to)], start as u64)?;
     }
-    Ok(())
+    Ok(written)
 }
 
 /// Refuses a guest module with mutable globals beyond its stack pointer: an image

@@ -216,16 +216,6 @@ impl Runtime {
         self.inner.flavours.get(flavour)
     }
 
-    /// `flavour`'s engines over the preload image `image` of `modules`.
-    pub(crate) fn preload_flavour(
-        &self,
-        flavour: Flavour,
-        image: &crate::snapshot::Image,
-        modules: &[String],
-    ) -> Result<Arc<Flavoured>, Error> {
-        self.inner.snapshots.flavour_of(&self.inner.flavours, flavour, image, modules)
-    }
-
     /// The plain flavour's engines.
     pub(crate) fn plain_flavour(&self) -> Result<Arc<Flavoured>, Error> {
         self.inner.flavours.get(Flavour::Plain)

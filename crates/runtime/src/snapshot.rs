@@ -57,11 +57,24 @@ pub(crate) struct Image {
     pub(crate) pages: u64,
     /// The file's SHA-256: what a saved session snapshot names as its base (fork.rs).
     sha256: std::sync::OnceLock<[u8; 32]>,
+    /// The image as the base of session snapshots' layers (delta.rs), opened once.
+    layout: std::sync::OnceLock<Arc<crate::delta::Layout>>,
 }
 
 impl Image {
     pub(crate) fn bytes(&self) -> u64 {
         self.pages * WASM_PAGE
+    }
+
+    /// The image as a memory of its own size, the base every session snapshot of its
+    /// line lays its pages over (one open file, so their diffs know it is the same).
+    pub(crate) fn layout(&self) -> Result<Arc<crate::delta::Layout>, Error> {
+        if let Some(l) = self.layout.get() {
+            return Ok(l.clone());
+        }
+        let file = std::fs::File::open(&self.path).map_err(|e| Error::io(format!("opening {}", self.path.display()), e))?;
+        let l = Arc::new(crate::delta::Layout::over(Arc::new(file), self.bytes(), self.bytes()));
+        Ok(self.layout.get_or_init(|| l).clone())
     }
 
     /// The image's SHA-256: from the `.sha256` file beside it, else hashed now (a
@@ -309,7 +322,7 @@ fn hash_tree(h: &mut Sha256, root: &Path, dir: &Path, compiled: &str) -> Result<
 fn load(path: &Path) -> Option<Image> {
     cached::check(path)?;
     let len = std::fs::metadata(path).ok().filter(|m| m.is_file())?.len();
-    (len > 0 && len % WASM_PAGE == 0).then(|| Image { path: path.to_owned(), pages: len / WASM_PAGE, sha256: Default::default() })
+    (len > 0 && len % WASM_PAGE == 0).then(|| Image { path: path.to_owned(), pages: len / WASM_PAGE, sha256: Default::default(), layout: Default::default() })
 }
 
 fn load_or_build(base: &Flavours, modules: &[String]) -> Result<Image, Error> {
@@ -382,7 +395,7 @@ fn build_memory(flavoured: &Flavoured, artifacts: &Artifacts, modules: &[String]
     let config = RunConfig::new(Vec::<String>::new());
     let (prepared, _slot) = flavoured.pick()?;
     // A build's monotonic clock starts at 0, a run's after any build (host.rs, GuestClock).
-    let mut guest = Guest::new(prepared, artifacts, &config, &[], &[ARGV0.to_owned()], 0)?;
+    let mut guest = Guest::new(prepared, &flavoured.standby.launcher, artifacts, &config, &[], &[ARGV0.to_owned()], 0)?;
     guest.instantiate(prepared).map_err(|e| failed(format!("instantiating: {e:#}")))?;
     let quoted: Vec<String> = modules.iter().map(|m| py_str(m)).collect();
     let turns = [

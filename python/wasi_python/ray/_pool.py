@@ -133,11 +133,12 @@ class SandboxPool:
         argvs = [["-c", p] if isinstance(p, str) else list(p) for p in programs]
         return map_runs(self._slots, argvs, kw, batch, self.max_in_flight)
 
-    def session(self, *, autosave: bool = True, snapshot: Union[None, bytes, Snapshot] = None, actor: Optional[int] = None, **kw: Any) -> "PoolSession":
+    def session(self, *, autosave: bool = True, snapshot: Union[None, bytes, tuple[bytes, ...], Snapshot] = None, actor: Optional[int] = None, **kw: Any) -> "PoolSession":
         """A `Session` on one actor (``actor``: a slot index; default the least busy), with
-        `Session`'s keywords. ``autosave`` (default) saves it after each turn, so an actor's
-        death loses no completed turn; ``snapshot=`` (bytes from ``PoolSession.save()`` or a
-        `Snapshot`) continues a saved session."""
+        `Session`'s keywords. ``autosave`` (default) saves it after each turn (only what
+        changed since the last save), so an actor's death loses no completed turn;
+        ``snapshot=`` (``PoolSession.saved`` or ``save()``'s bytes, or a `Snapshot`)
+        continues a saved session."""
         from ._pool_session import PoolSession  # which imports this module
 
         kw = checked_keywords(kw, SESSION_KEYWORDS, "session()")

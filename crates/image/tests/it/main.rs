@@ -16,6 +16,7 @@ fn header() -> Header {
         package: "0.1.0".into(),
         base_modules: vec!["numpy".into(), "pandas".into()],
         base_sha256: [7; 32],
+        parent: [0; 32],
         memory_pages: 3,
         clock_ns: 42,
     }

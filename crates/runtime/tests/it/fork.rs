@@ -261,3 +261,85 @@ impl Drop for NoImages {
         let _ = std::fs::remove_dir_all(&self.0);
     }
 }
+
+/// A second snapshot after a turn that changed one variable holds that change and
+/// little else (its `new_pages` is far below the memory's pages), and its forks see both
+/// the change and everything of the first; a fork's writes reach neither the other
+/// forks nor the session.
+#[test]
+fn a_second_snapshot_holds_what_the_turn_changed() {
+    let (orig, first) = warm();
+    ok(&orig, "y = 'turn two'");
+    let second = orig.snapshot().unwrap();
+    let memory_pages = second.memory_bytes() / 4096;
+    assert!(second.new_pages() > 0, "the turn's change is in it");
+    assert!(second.new_pages() * 20 < memory_pages, "{} of {memory_pages} pages for a one-variable turn", second.new_pages());
+    let a = open(RunConfig::new(Vec::<String>::new()).snapshot(second.clone()));
+    let b = open(RunConfig::new(Vec::<String>::new()).snapshot(second.clone()));
+    assert_eq!(ok(&a, "print(y)"), "turn two\n");
+    assert_eq!(ok(&a, CHECK), "42 10 3 66 Point\n");
+    ok(&a, "y = 'a wrote'; arr[1, 1] = 500; big = bytearray(b'a' * (4 << 20))");
+    assert_eq!(ok(&b, "print(y, int(arr.sum()), 'big' in globals())"), "turn two 66 False\n");
+    assert_eq!(ok(&orig, "print(y, int(arr.sum()), 'big' in globals())"), "turn two 66 False\n");
+    // The first snapshot is as it was.
+    let c = open(RunConfig::new(Vec::<String>::new()).snapshot(first));
+    assert_eq!(ok(&c, "print('y' in globals())"), "False\n");
+}
+
+/// Five steps of snapshot, fork, turn, snapshot: each fork sees every earlier step's
+/// value and none of a later one, and each snapshot adds few pages.
+#[test]
+fn a_chain_of_snapshots_keeps_every_step() {
+    let (orig, mut snap) = warm();
+    drop(orig);
+    for step in 1..=5 {
+        let s = open(RunConfig::new(Vec::<String>::new()).snapshot(snap.clone()));
+        let seen = ok(&s, "print(sorted(k for k in globals() if k.startswith('step')))");
+        let want: Vec<String> = (1..step).map(|k| format!("'step{k}'")).collect();
+        assert_eq!(seen, format!("[{}]\n", want.join(", ")), "step {step}");
+        ok(&s, &format!("step{step} = list(range({step}))"));
+        snap = s.snapshot().unwrap();
+        assert!(snap.new_pages() * 20 < snap.memory_bytes() / 4096, "step {step}: {} new pages", snap.new_pages());
+    }
+    let end = open(RunConfig::new(Vec::<String>::new()).snapshot(snap));
+    assert_eq!(ok(&end, "print(step5, step1, f(1))"), "[0, 1, 2, 3, 4] [0] 42\n");
+}
+
+/// A delta saves the pages that differ from its parent's file and loads only over that
+/// parent: without it, over another snapshot, or against a parent never saved, each a
+/// kind of its own; over its parent it is the session as it was.
+#[test]
+fn a_delta_saves_and_loads_over_its_parent_only() {
+    let (orig, first) = warm();
+    let kind = |e: SnapshotError| e.kind();
+    ok(&orig, "z = 'after'");
+    let second = orig.snapshot().unwrap();
+    assert_eq!(kind(second.to_bytes_since(runtime(), &first, None).unwrap_err()), "parent_not_saved");
+    let full = first.to_bytes(runtime()).unwrap();
+    let delta = second.to_bytes_since(runtime(), &first, None).unwrap();
+    assert!(delta.len() * 4 < full.len(), "delta {} bytes, full {}", delta.len(), full.len());
+    let header = read_header(&delta, &ImageLimits::default()).unwrap();
+    assert_eq!(header.parent(), first.id());
+
+    assert_eq!(kind(runtime().load_snapshot(&delta).unwrap_err()), "no_parent");
+    let loaded_first = runtime().load_snapshot(&full).unwrap();
+    assert_eq!(loaded_first.id(), first.id());
+    let loaded = runtime().load_snapshot_over(&delta, None, Some(&loaded_first)).unwrap();
+    let s = open(RunConfig::new(Vec::<String>::new()).snapshot(loaded.clone()));
+    assert_eq!(ok(&s, "print(z, f(1))"), "after 42\n");
+    // Over another snapshot of the line (the delta's own), refused.
+    assert_eq!(kind(runtime().load_snapshot_over(&delta, None, Some(&loaded)).unwrap_err()), "other_parent");
+    // A full file ignores a parent.
+    let again = runtime().load_snapshot_over(&full, None, Some(&loaded)).unwrap();
+    let t = open(RunConfig::new(Vec::<String>::new()).snapshot(again));
+    assert_eq!(ok(&t, "print('z' in globals())"), "False\n");
+    // A delta of a delta, signed.
+    ok(&s, "w = 3");
+    let third = s.snapshot().unwrap();
+    let key = wasi_python_runtime::image::Key::new(&[7; 32]).unwrap();
+    let delta2 = third.to_bytes_since(runtime(), &loaded, Some(&key)).unwrap();
+    assert_eq!(kind(runtime().load_snapshot_over(&delta2, Some(&wasi_python_runtime::image::Key::new(&[8; 32]).unwrap()), Some(&loaded)).unwrap_err()), "signature");
+    let loaded3 = runtime().load_snapshot_over(&delta2, Some(&key), Some(&loaded)).unwrap();
+    let u = open(RunConfig::new(Vec::<String>::new()).snapshot(loaded3));
+    assert_eq!(ok(&u, "print(w, z, x)"), "3 after 41\n");
+}

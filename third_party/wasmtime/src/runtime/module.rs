@@ -1241,6 +1241,59 @@ impl Module {
         Ok(module)
     }
 
+    /// wasi-python patch (layered images): [`Module::with_memory_image`] whose
+    /// memory is `base` (its first `base_len` bytes) with each of `layers` mapped
+    /// over it in order, copy-on-write, `len` bytes in all (zeros where nothing is
+    /// mapped), with at least `min_pages` wasm pages. `view` must read as that whole
+    /// memory (`len` bytes): a pooled slot's reset copies written pages back from
+    /// it. Files are shared by every instance, so forks share what they do not write.
+    #[cfg(all(feature = "std", has_virtual_memory))]
+    pub fn with_memory_layers(
+        &self,
+        base: File,
+        base_len: u64,
+        layers: &[crate::MemoryLayer],
+        len: u64,
+        view: Arc<dyn crate::MemoryLayersView>,
+        min_pages: u64,
+    ) -> Result<Module> {
+        let engine = &self.inner.engine;
+        if !engine.tunables().memory_init_cow {
+            bail!("a memory image needs copy-on-write memory initialisation");
+        }
+        let module = self.with_memory_minimum(min_pages)?;
+        let images = ModuleMemoryImages::layered(module.inner.module.module(), Arc::new(base), base_len, layers, len, view)?
+            .ok_or_else(|| format_err!("the layered memory image does not fit the module"))?;
+        let mut images = Some(images);
+        module.inner.memory_images.get_or_init(|| images.take());
+        if images.is_some() {
+            bail!("a new module already had memory images");
+        }
+        Ok(module)
+    }
+
+    /// wasi-python patch: this module's compiled code with its only memory's
+    /// minimum raised to `min_pages`, under a new module id.
+    #[cfg(all(feature = "std", has_virtual_memory))]
+    fn with_memory_minimum(&self, min_pages: u64) -> Result<Module> {
+        let engine = &self.inner.engine;
+        let base = self.inner.module.module();
+        if base.memories.len() != 1 || base.num_imported_memories != 0 {
+            bail!("a memory image needs a module with exactly one memory, defined in it");
+        }
+        let mut env: wasmtime_environ::Module =
+            postcard::from_bytes(&postcard::to_allocvec(&**base)?)?;
+        let memory = env.memories.values_mut().next().unwrap();
+        if min_pages < memory.limits.min || memory.limits.max.is_some_and(|max| min_pages > max) {
+            bail!("{min_pages} pages is outside the memory's limits");
+        }
+        memory.limits.min = min_pages;
+        let (mut info, _, _): (CompiledModuleInfo, CompiledFunctionsTable, ModuleTypes) =
+            postcard::from_bytes(self.inner.code.wasmtime_info())?;
+        info.module = env;
+        Module::from_parts_raw(engine, self.inner.code.clone(), info, self.inner.module.index().clone(), false)
+    }
+
     /// See [`CodeMemory::frame_table`].
     #[cfg(feature = "debug")]
     pub(crate) fn frame_table<'a>(&'a self) -> Option<wasmtime_environ::FrameTable<'a>> {

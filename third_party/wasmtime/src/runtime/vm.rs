@@ -164,6 +164,8 @@ cfg_select! {
         pub use crate::runtime::vm::byte_count::*;
         pub use crate::runtime::vm::mmap::{Mmap, MmapOffset};
         pub use self::cow::{MemoryImage, MemoryImageSlot, ModuleMemoryImages};
+        // wasi-python patch (layered images).
+        pub use self::cow::{MemoryLayer, MemoryLayersView};
     }
     _ => {
         pub use self::cow_disabled::{MemoryImage, MemoryImageSlot, ModuleMemoryImages};

@@ -71,6 +71,36 @@ pub struct MemoryImage {
     /// The offset, within `module_source.wasm_data()`, that this image starts
     /// at.
     module_source_offset: usize,
+
+    /// wasi-python patch (layered images): how much of `source` is mapped, from
+    /// `linear_memory_offset`; `len` for any image but a layered one, whose `len`
+    /// is its whole extent (the rest zeros, or `overlays`).
+    source_len: HostAlignedByteCount,
+
+    /// wasi-python patch (layered images): more files mapped over `source`, in
+    /// order, each `(source, source_offset, linear memory offset, len)`, all within
+    /// `len`. `module_source.wasm_data()` is what the whole reads as.
+    overlays: Vec<(MemoryImageSource, u64, HostAlignedByteCount, HostAlignedByteCount)>,
+}
+
+/// wasi-python patch (layered images): one file range mapped over a layered image.
+#[derive(Debug, Clone)]
+pub struct MemoryLayer {
+    /// The file (a memfd), kept open as long as any module maps it.
+    pub file: Arc<std::fs::File>,
+    /// Where in the file, in bytes (a multiple of the host page size).
+    pub file_offset: u64,
+    /// Where in linear memory, in bytes (a multiple of the host page size).
+    pub memory_offset: u64,
+    /// How many bytes (a multiple of the host page size).
+    pub len: u64,
+}
+
+/// wasi-python patch (layered images): what a layered image reads as, whole: the
+/// bytes a pooled slot's reset copies back from.
+pub trait MemoryLayersView: Send + Sync + 'static {
+    /// The memory as the layers make it, `len` bytes of the image.
+    fn bytes(&self) -> &[u8];
 }
 
 impl MemoryImage {
@@ -124,6 +154,8 @@ impl MemoryImage {
                             len,
                             module_source: module_source.clone(),
                             module_source_offset: data_range.start,
+                            source_len: len,
+                            overlays: Vec::new(),
                         }));
                     }
                 }
@@ -140,6 +172,8 @@ impl MemoryImage {
                 len,
                 module_source: module_source.clone(),
                 module_source_offset: data_range.start,
+                source_len: len,
+                overlays: Vec::new(),
             }));
         }
 
@@ -148,12 +182,19 @@ impl MemoryImage {
 
     unsafe fn map_at(&self, mmap_base: &MmapOffset) -> Result<()> {
         unsafe {
-            mmap_base.map_image_at(
-                &self.source,
-                self.source_offset,
-                self.linear_memory_offset,
-                self.len,
-            )
+            if !self.source_len.is_zero() {
+                mmap_base.map_image_at(
+                    &self.source,
+                    self.source_offset,
+                    self.linear_memory_offset,
+                    self.source_len,
+                )?;
+            }
+            // wasi-python patch (layered images): each overlay over what is below.
+            for (source, source_offset, memory_offset, len) in &self.overlays {
+                mmap_base.map_image_at(source, *source_offset, *memory_offset, *len)?;
+            }
+            Ok(())
         }
     }
 
@@ -247,6 +288,72 @@ impl ModuleMemoryImages {
 }
 
 impl ModuleMemoryImages {
+    /// wasi-python patch (layered images): the image of a module's only (defined)
+    /// memory made of `base` (its first `base_len` bytes mapped from offset 0), then
+    /// `layers` mapped over it in order, `len` bytes in all (zeros where nothing is
+    /// mapped); `view` reads as the whole. `None` if the module has another memory
+    /// layout or the extent does not fit its minimum.
+    pub fn layered(
+        module: &Module,
+        base: Arc<std::fs::File>,
+        base_len: u64,
+        layers: &[MemoryLayer],
+        len: u64,
+        view: Arc<dyn MemoryLayersView>,
+    ) -> Result<Option<ModuleMemoryImages>> {
+        struct View(Arc<dyn MemoryLayersView>);
+        impl ModuleMemoryImageSource for View {
+            fn wasm_data(&self) -> &[u8] {
+                self.0.bytes()
+            }
+            fn mmap(&self) -> Option<&crate::runtime::vm::MmapVec> {
+                None
+            }
+        }
+        if module.memories.len() != 1 || module.num_imported_memories != 0 {
+            return Ok(None);
+        }
+        let page = u64::try_from(host_page_size()).unwrap();
+        let aligned = |x: u64| x % page == 0;
+        let fits = module
+            .memories
+            .values()
+            .next()
+            .and_then(|m| m.minimum_byte_size().ok())
+            .is_some_and(|min| len <= min);
+        if !fits || !aligned(len) || !aligned(base_len) || base_len > len || view.bytes().len() as u64 != len {
+            return Ok(None);
+        }
+        let mut overlays = Vec::with_capacity(layers.len());
+        for l in layers {
+            let end = l.memory_offset.checked_add(l.len);
+            if !aligned(l.file_offset) || !aligned(l.memory_offset) || !aligned(l.len) || end.is_none_or(|e| e > len) {
+                return Ok(None);
+            }
+            let Some(source) = MemoryImageSource::from_file(&l.file) else { return Ok(None) };
+            overlays.push((
+                source,
+                l.file_offset,
+                HostAlignedByteCount::new(usize::try_from(l.memory_offset)?).unwrap(),
+                HostAlignedByteCount::new(usize::try_from(l.len)?).unwrap(),
+            ));
+        }
+        let Some(source) = MemoryImageSource::from_file(&base) else { return Ok(None) };
+        let image = MemoryImage {
+            source,
+            source_offset: 0,
+            linear_memory_offset: HostAlignedByteCount::ZERO,
+            len: HostAlignedByteCount::new(usize::try_from(len)?).unwrap(),
+            module_source: Arc::new(View(view)),
+            module_source_offset: 0,
+            source_len: HostAlignedByteCount::new(usize::try_from(base_len)?).unwrap(),
+            overlays,
+        };
+        let mut memories = TryPrimaryMap::with_capacity(1)?;
+        memories.push(Some(try_new::<Arc<_>>(image)?))?;
+        Ok(Some(ModuleMemoryImages { memories }))
+    }
+
     /// wasi-python patch: the image of a module's only (defined) memory, taken
     /// whole from `source` instead of from the module's data segments: memory
     /// offset 0, `source.wasm_data().len()` bytes (a multiple of the host page
@@ -1006,6 +1113,8 @@ mod test {
             linear_memory_offset,
             module_source: Arc::new(source),
             module_source_offset: 0,
+            source_len: image_len,
+            overlays: Vec::new(),
         });
 
         struct TestDataSource {
