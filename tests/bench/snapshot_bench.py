@@ -1,7 +1,8 @@
-"""Session snapshots (issue 20): how long `snapshot()` of a session holding pandas and a
-10,000-row DataFrame takes, its saved size, a fork to its first turn done, a load in a
-new process to its first turn done, and the RSS of 100 live forks. Figures are
-reported, never asserted.
+"""Session snapshots (issues 20 and 44): how long `snapshot()` of a session holding pandas
+and a 10,000-row DataFrame takes, a second one after a one-variable turn, an autosave's
+snapshot and delta, its saved size, a fork to its first turn done, a load in a new
+process to its first turn done, and the memory of 100 live forks. Figures are reported,
+never asserted.
 
     .venv/bin/python tests/bench/snapshot_bench.py
 """
@@ -48,7 +49,7 @@ def main() -> None:
     s = Session(deadline_s=120)
     assert s.run(SETUP).exit_code == 0
     first = time.perf_counter()
-    snap = s.snapshot()
+    snap = first_snap = s.snapshot()
     first = time.perf_counter() - first
     takes = []
     for _ in range(10):
@@ -56,6 +57,28 @@ def main() -> None:
         snap = s.snapshot()
         takes.append(time.perf_counter() - t)
     print(f"snapshot() of pandas + 10,000-row DataFrame ({snap.memory_bytes >> 20} MiB memory): first {first * 1e3:.0f} ms; then {ms(takes)}")
+    print(f"  the first holds {first_snap.new_pages} new pages ({first_snap.layered_pages} in its layers) of {snap.memory_bytes >> 12}")
+    seconds, pages = [], []
+    for i in range(10):
+        assert s.run(f"v = {i}").exit_code == 0
+        t = time.perf_counter()
+        after = s.snapshot()
+        seconds.append(time.perf_counter() - t)
+        pages.append(after.new_pages)
+    print(f"a second snapshot() after a turn changing one variable: {ms(seconds)}; new pages median {statistics.median(pages)}")
+    autosaves = []
+    saved = s.snapshot()
+    saved.to_bytes()
+    sizes = []
+    for i in range(10):
+        assert s.run(f"v = {i} * 2").exit_code == 0
+        t = time.perf_counter()
+        nxt = s.snapshot()
+        delta = nxt.to_bytes(since=saved)
+        autosaves.append(time.perf_counter() - t)
+        sizes.append(len(delta))
+        saved = nxt
+    print(f"autosave as a Ray actor does it (snapshot + delta since the last save): {ms(autosaves)}; delta median {statistics.median(sizes) / 1e3:.0f} kB")
 
     t = time.perf_counter()
     data = snap.to_bytes()
