@@ -14,6 +14,7 @@ from typing import Any, Optional
 
 from .. import DEFAULTS, Completed, MemoryFiles, Mount
 from ._config import ServeConfig
+from ._displays import displays_json
 
 __all__ = [
     "Invalid", "RunSpec", "LANGUAGES", "WORKDIR", "fusion_request", "fusion_response", "fusion_cancelled",
@@ -234,7 +235,9 @@ def fusion_response(done: Completed, files: dict[str, str]) -> dict[str, Any]:
     """A run's end as SandboxFusion's ``RunCodeResponse``: ``Success`` for exit 0,
     ``Failed`` for another exit status or a time limit; the sandbox stopping the guest
     otherwise (memory, a trap) is ``Failed`` with ``return_code`` -9 and the reason in
-    ``message``; a cancelled run is ``SandboxError``."""
+    ``message``; a cancelled run is ``SandboxError``. Beside SandboxFusion's fields,
+    ``display``: the run's displays (Jupyter's ``display_data`` content each, as
+    SandboxFusion's ``/run_jupyter`` cells name theirs), which its client ignores."""
     run: dict[str, Any] = {
         "status": "Finished", "execution_time": done.duration_s, "return_code": done.exit_code,
         "stdout": _text(done.stdout), "stderr": _text(done.stderr),
@@ -253,7 +256,7 @@ def fusion_response(done: Completed, files: dict[str, str]) -> dict[str, Any]:
         status = "Failed"
     return {
         "status": status, "message": message, "compile_result": None, "run_result": run,
-        "executor_pod_name": None, "files": files,
+        "executor_pod_name": None, "files": files, "display": displays_json(done),
     }
 
 
@@ -352,9 +355,12 @@ def _plain(v: Any) -> Any:
 def completed_json(done: Completed) -> dict[str, Any]:
     """A `Completed` as JSON, every field by its name: output as UTF-8 text (with
     ``stdout_base64``/``stderr_base64`` beside it when the bytes are not UTF-8), records
-    (``tools``, ``files``) as objects, and ``ok``."""
+    (``tools``, ``files``) as objects, ``displays`` as Jupyter's ``display_data`` content
+    each (``data``: MIME type to text, base64 or a JSON value; ``metadata``), and ``ok``."""
     out: dict[str, Any] = {}
     for f in fields(done):
+        if f.name == "displays":
+            continue
         v = getattr(done, f.name)
         if isinstance(v, bytes):
             try:
@@ -366,5 +372,6 @@ def completed_json(done: Completed) -> dict[str, Any]:
             out[f.name] = _plain(asdict(v))
         else:
             out[f.name] = _plain(v)
+    out["displays"] = displays_json(done)
     out["ok"] = done.ok
     return out

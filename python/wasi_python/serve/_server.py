@@ -22,6 +22,7 @@ import anyio.to_thread
 from .. import DEFAULTS, Completed, Session, SessionEnded, run_async
 from ..tools import stubs
 from ._config import ServeConfig
+from ._displays import displays_json, mcp_content, summary
 from ._upstream import Upstreams
 
 __all__ = ["SandboxServer", "Refused", "serve"]
@@ -149,10 +150,13 @@ def tool_calls(done: Completed) -> list[dict[str, Any]]:
 
 
 def describe(done: Completed, cfg: ServeConfig, deadline_s: float, session: Optional[str], notes: list[str]) -> Any:
-    """A run's end as an MCP tool result: text for the model, the same as structured content."""
+    """A run's end as an MCP tool result: text for the model, the same as structured content;
+    then its displays, each a content item of its own (a PNG an image, HTML or markdown
+    text), and whole in the structured content."""
     import mcp_types as t
 
     calls = tool_calls(done)
+    displays = displays_json(done)
     out: dict[str, Any] = {
         "exit_code": done.exit_code,
         "stdout": _text(done.stdout),
@@ -163,6 +167,7 @@ def describe(done: Completed, cfg: ServeConfig, deadline_s: float, session: Opti
         "session": session,
         "notes": notes,
         "tool_calls": calls,
+        "displays": displays,
     }
     lines = [f"[{n}]" for n in notes]
     if done.trapped is not None:
@@ -182,8 +187,11 @@ def describe(done: Completed, cfg: ServeConfig, deadline_s: float, session: Opti
         for c in calls:
             kinds[c["outcome"]] = kinds.get(c["outcome"], 0) + 1
         lines.append(f"tool calls: {len(calls)} ({', '.join(f'{n} {k}' for k, n in sorted(kinds.items()))})")
+    if displays:
+        cut = " (cut at the display cap)" if "displays" in done.truncated else ""
+        lines.append(f"displays{cut}: {summary(displays)}, each a content item below")
     return t.CallToolResult(
-        content=[t.TextContent(type="text", text="\n".join(lines))],
+        content=[t.TextContent(type="text", text="\n".join(lines)), *mcp_content(displays, SHOWN_CHARS)],
         structured_content=out,
         is_error=not done.ok,
     )
@@ -217,6 +225,7 @@ _RUN_OUTPUT = {
         "session": {"type": ["string", "null"]},
         "notes": {"type": "array", "items": {"type": "string"}},
         "tool_calls": {"type": "array", "items": {"type": "object"}},
+        "displays": {"type": "array", "items": {"type": "object"}},
     },
     "required": ["exit_code", "stdout", "stderr", "trapped"],
 }
@@ -251,6 +260,9 @@ class SandboxServer:
             "Run Python (full CPython 3.15, with numpy, pandas, scipy, scikit-learn and matplotlib) in a "
             "WebAssembly sandbox: no network, no subprocesses; the working folder /work is private to the run. "
             "The result has stdout, stderr, the exit code and, if the sandbox stopped the run, why (trapped).",
+            "Figures and tables come back as in a notebook: plt.show() and matplotlib figures left open become PNG "
+            "images, display(obj) shows an object's rich form (a DataFrame as HTML), and in a session a final "
+            "expression with one (a DataFrame, a figure) is shown too.",
             f"Limits: {c.deadline_s:g} s (timeout_s may ask less), {c.memory_bytes // (1 << 20)} MiB of memory, "
             f"{c.output_bytes} bytes of output per stream.",
             f"session: a name (letters, digits, _ . -) keeps one interpreter across calls, like a notebook: variables "
