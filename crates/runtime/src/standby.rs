@@ -200,7 +200,7 @@ impl Ready {
     /// Whether a guest on standby or a primed instance waits: a run that finds none need
     /// not build a [`Job`].
     pub(crate) fn any_waiting(&self) -> bool {
-        self.waiting.len() > 0 || self.primed.len() > 0
+        !self.waiting.is_empty() || !self.primed.is_empty()
     }
 
     /// Claims the priming of the next instance; false if one is primed or waits, or
@@ -236,7 +236,7 @@ impl Ready {
         self.launcher.policy.standby
             && !self.broken.load(Ordering::Relaxed)
             && !self.launcher.retired.load(Ordering::SeqCst)
-            && self.waiting.len() == 0
+            && self.waiting.is_empty()
             && !self.making.swap(true, Ordering::SeqCst)
     }
 

@@ -127,14 +127,14 @@ impl Spares {
         list
     }
 
-    /// Keeps `spare` for the next run, or gives it back (full, retired, or exiting).
-    fn keep(&self, spare: Spare) -> Result<(), Spare> {
+    /// Keeps `spare` for the next run, or removes it (full, retired, or exiting).
+    fn keep(&self, spare: Spare) {
         let mut list = self.list();
         if list.len() >= MAX_SPARE || self.retired.load(Ordering::SeqCst) || EXITING.load(Ordering::SeqCst) {
-            return Err(spare);
+            drop(list);
+            return remove_spares(vec![spare]);
         }
         list.push(spare);
-        Ok(())
     }
 
     /// Whether a folder left as made would be kept now (checking it costs reads).
@@ -305,11 +305,7 @@ impl Drop for TempDir {
     fn drop(&mut self) {
         let keep = self.made.as_ref().is_some_and(|made| self.spares.wanted() && self.unchanged(made));
         match (keep, self.made, self.lock.take()) {
-            (true, Some(made), Some(lock)) => {
-                if let Err(back) = self.spares.keep(Spare { root: self.root.clone(), made, lock }) {
-                    remove_spares(vec![back]);
-                }
-            }
+            (true, Some(made), Some(lock)) => self.spares.keep(Spare { root: self.root.clone(), made, lock }),
             (_, _, lock) => {
                 // Removed while still locked: no sweep takes part.
                 let _ = remove_tree(&self.root);
