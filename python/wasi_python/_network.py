@@ -17,8 +17,8 @@ if TYPE_CHECKING:
 
 __all__ = ["Network", "Secret", "NetworkRequest", "NetworkRecord"]
 
-_SCHEMES = ("http", "https")
-_DEFAULT_PORTS = {"http": 80, "https": 443}
+SCHEMES = ("http", "https")
+DEFAULT_PORTS = {"http": 80, "https": 443}
 
 
 class Secret:
@@ -91,7 +91,7 @@ def _network_of(pattern: str) -> Optional[ipaddress.IPv4Network | ipaddress.IPv6
         return None
 
 
-def _host_matches(host: str, pattern: str) -> bool:
+def host_matches(host: str, pattern: str) -> bool:
     if pattern == "*":
         return True
     if pattern.startswith("*."):
@@ -136,7 +136,7 @@ class Network:
         self,
         hosts: Iterable[str],
         *,
-        schemes: Iterable[str] = _SCHEMES,
+        schemes: Iterable[str] = SCHEMES,
         ports: Optional[Iterable[int]] = None,
         methods: Optional[Iterable[str]] = None,
         path_prefixes: Optional[Iterable[str]] = None,
@@ -157,7 +157,7 @@ class Network:
         self.hosts = _check_patterns("hosts", hosts)
         self.schemes = tuple(s.lower() for s in _strs("schemes", schemes))
         for s in self.schemes:
-            if s not in _SCHEMES:
+            if s not in SCHEMES:
                 raise ValueError(f"schemes: {s!r} is not http or https")
         self.ports = None if ports is None else frozenset(check_int("ports", p, minimum=1, maximum=65535) for p in ports)
         self.methods = None if methods is None else frozenset(m.upper() for m in _strs("methods", methods))
@@ -199,7 +199,7 @@ class Network:
         """Why the allow-list refuses this request, or None."""
         if scheme not in self.schemes:
             return f"the scheme {scheme!r} is not allowed (allowed: {', '.join(self.schemes)})"
-        if not any(_host_matches(host, p) or _ip_in(host, p) for p in self.hosts):
+        if not any(host_matches(host, p) or ip_in(host, p) for p in self.hosts):
             return f"the host {host!r} is not on the allow-list"
         if self.ports is not None and port not in self.ports:
             return f"the port {port} is not allowed"
@@ -218,7 +218,7 @@ class Network:
         return f"{host!r} resolves to {ip}, a loopback, private or otherwise special address the allow-list does not name (allow_private=False)"
 
 
-def _ip_in(host: str, pattern: str) -> bool:
+def ip_in(host: str, pattern: str) -> bool:
     """An address-literal host inside an address or network pattern."""
     import ipaddress
 

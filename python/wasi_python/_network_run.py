@@ -26,7 +26,7 @@ import time
 from typing import Any, Mapping, Optional
 from urllib.parse import urljoin, urlsplit
 
-from ._network import _DEFAULT_PORTS, _SCHEMES, Network, NetworkRecord, NetworkRequest, Secret, _host_matches, _ip_in
+from ._network import DEFAULT_PORTS, SCHEMES, Network, NetworkRecord, NetworkRequest, Secret, host_matches, ip_in
 
 __all__ = ["NetworkRun"]
 
@@ -260,7 +260,7 @@ class NetworkRun:
         except ValueError as e:
             raise _Refused("refused", f"the URL does not parse: {e}") from None
         scheme = u.scheme.lower()
-        if scheme not in _SCHEMES:
+        if scheme not in SCHEMES:
             raise _Refused("refused", f"the scheme {scheme!r} is not http or https")
         if u.username is not None or u.password is not None:
             raise _Refused("refused", "the URL holds credentials (user@); send them in a header")
@@ -272,7 +272,7 @@ class NetworkRun:
         except UnicodeError:
             raise _Refused("refused", "the URL's host is not a valid name") from None
         target = (u.path or "/") + (f"?{u.query}" if u.query else "")
-        return scheme, host, port or _DEFAULT_PORTS[scheme], u.path or "/", target
+        return scheme, host, port or DEFAULT_PORTS[scheme], u.path or "/", target
 
     def _recorded_path(self, target: str) -> str:
         path = target if self.network.record_queries else target.partition("?")[0]
@@ -283,7 +283,7 @@ class NetworkRun:
         for its hosts; a placeholder anywhere else refuses the request."""
         out = {}
         for name, (placeholder, secret) in self.secrets.items():
-            ours = any(_host_matches(host, p) or _ip_in(host, p) for p in secret.hosts)
+            ours = any(host_matches(host, p) or ip_in(host, p) for p in secret.hosts)
             if placeholder in url:
                 raise _Refused("refused", f"the secret {name}'s placeholder is in the URL; secrets go in headers" + (" or the body (in_body=True)" if ours else ""))
             if placeholder.encode() in body:
@@ -297,7 +297,7 @@ class NetworkRun:
                 if placeholder in k:
                     raise _Refused("refused", f"the secret {name}'s placeholder is in a header's name")
                 if placeholder in v:
-                    if not any(_host_matches(host, p) or _ip_in(host, p) for p in secret.hosts):
+                    if not any(host_matches(host, p) or ip_in(host, p) for p in secret.hosts):
                         raise _Refused("refused", f"the secret {name} may go only to {', '.join(secret.hosts)}, not {host}")
                     v = v.replace(placeholder, secret.reveal().decode("latin-1"))
             if k in out:
@@ -359,7 +359,7 @@ class NetworkRun:
         if left <= 0:
             raise _Refused("timeout", "the request's time ran out")
         timeout = urllib3.Timeout(connect=left, read=left)
-        default = _DEFAULT_PORTS[scheme]
+        default = DEFAULT_PORTS[scheme]
         hostport = host if port == default else f"{host}:{port}"
         if ":" in host and port == default:
             hostport = f"[{host}]"
