@@ -294,3 +294,64 @@ fn write_seeds() {
     assert_eq!(decode(&b, &Limits::default()).map(|_| ()).unwrap_err().kind(), "clock");
     std::fs::write(dir.join("issue-37-defect-5-clock-near-2-64"), &b).unwrap();
 }
+
+/// A delta names its parent's id; the id is the same signed or not, and follows any
+/// change of header or pages; a version 2 file (no parent field) still opens.
+#[test]
+fn deltas_name_their_parent_and_ids_ignore_signing() {
+    let key = Key::new(&[3; 32]).unwrap();
+    let plain = wasi_python_image::encode_with(&header(), &pages(), 3, None);
+    let signed = wasi_python_image::encode_with(&header(), &pages(), 3, Some(&key));
+    assert_eq!(plain.id, signed.id);
+    assert_eq!(open(&plain.bytes, &Limits::default(), None).unwrap().id(), plain.id);
+    assert_eq!(open(&signed.bytes, &Limits::default(), Some(&key)).unwrap().id(), plain.id);
+    assert_eq!(read_header(&plain.bytes, &Limits::default()).unwrap().parent(), None);
+    let mut other = header();
+    other.clock_ns += 1;
+    assert_ne!(wasi_python_image::encode_with(&other, &pages(), 3, None).id, plain.id);
+
+    let mut delta = header();
+    delta.parent = plain.id;
+    let bytes = encode(&delta, &Pages::new(), 3);
+    assert_eq!(read_header(&bytes, &Limits::default()).unwrap().parent(), Some(plain.id));
+    // Cut inside the parent's id: truncated, never a panic.
+    for n in 0..bytes.len() {
+        assert!(decode(&bytes[..n], &Limits::default()).is_err());
+    }
+
+    // Version 2: the same header without the parent's 32 bytes.
+    let v2 = {
+        let b = &plain.bytes;
+        let len = u32::from_le_bytes(b[16..20].try_into().unwrap()) as usize;
+        let h = &b[20..20 + len];
+        // module, wasmtime, engine, package, base count + names, base hash: then the parent.
+        let mut at = 0;
+        let skip_str = |at: &mut usize| *at += 2 + u16::from_le_bytes([h[*at], h[*at + 1]]) as usize;
+        skip_str(&mut at);
+        skip_str(&mut at);
+        at += 8;
+        skip_str(&mut at);
+        let count = u32::from_le_bytes(h[at..at + 4].try_into().unwrap());
+        at += 4;
+        for _ in 0..count {
+            skip_str(&mut at);
+        }
+        at += 32;
+        let mut h2 = h[..at].to_vec();
+        h2.extend_from_slice(&h[at + 32..]);
+        let payload = &b[20 + len + 32..];
+        let mut out = MAGIC.to_vec();
+        out.extend_from_slice(&2u32.to_le_bytes());
+        out.extend_from_slice(&0u32.to_le_bytes());
+        out.extend_from_slice(&(h2.len() as u32).to_le_bytes());
+        out.extend_from_slice(&h2);
+        let mut sum = Sha256::new();
+        sum.update(&out);
+        sum.update(payload);
+        out.extend_from_slice(&sum.finalize());
+        out.extend_from_slice(payload);
+        out
+    };
+    let (h, p) = decode(&v2, &Limits::default()).unwrap();
+    assert_eq!((h, p), (header(), pages()));
+}
