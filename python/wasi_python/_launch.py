@@ -27,7 +27,10 @@ def set_launch_policy(**fields: Any) -> dict[str, Any]:
       woken on the caller's CPU (only the runtime's own threads move);
     - ``idle_threads`` (16): guest threads kept waiting for the next run;
     - ``standby_idle_s`` (30), ``warm_every_s`` (0.02; 0 for never), ``primed_for_s``
-      (0.1), ``thread_idle_s`` (30).
+      (0.1), ``thread_idle_s`` (30);
+    - ``idle_memory`` (64 MiB): bytes that idle pool slots keep resident for the next
+      runs, in all; past it, the slots unused longest give their memory back to the
+      system once unused for a second (0: they keep nothing once idle).
 
     Returns the whole policy as a dict (docs/benchmarks.md says what each knob changes)."""
     for name, value in fields.items():
@@ -42,6 +45,11 @@ def set_launch_policy(**fields: Any) -> dict[str, Any]:
                 raise TypeError(f"idle_threads must be an int, not {type(value).__name__}")
             if not 0 <= value <= 1024:
                 raise ValueError(f"idle_threads must be from 0 to 1024, not {value}")
+        elif name == "idle_memory":
+            if isinstance(value, bool) or not isinstance(value, int):
+                raise TypeError(f"idle_memory must be an int (bytes), not {type(value).__name__}")
+            if not 0 <= value < 1 << 64:
+                raise ValueError(f"idle_memory must be from 0 to 2**64 - 1 bytes, not {value}")
         else:
             raise TypeError(f"set_launch_policy() got an unexpected keyword argument {name!r}")
     return dict(_ext.set_launch_policy(**fields))

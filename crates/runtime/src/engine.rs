@@ -10,6 +10,7 @@ use wasmtime::{Config, Engine, InstancePre, Linker, Module};
 
 use crate::launch::Launcher;
 use crate::host::{self, HostState};
+use crate::idle_memory::{IdleMemory, Notice};
 use crate::notice::{NoticeKind, Notices};
 use crate::{Artifacts, Error, cached};
 
@@ -243,6 +244,7 @@ pub(crate) fn prepare(
     cpu: CpuLevel,
     notices: &Notices,
     launcher: &Arc<Launcher>,
+    idle: &IdleMemory,
 ) -> Result<Flavoured, Error> {
     // The allocator does not change the generated code: both engines load one cache file.
     // With a pool, the on-demand engine is loaded only when the pool is full: each loaded
@@ -252,12 +254,16 @@ pub(crate) fn prepare(
     } else {
         None
     };
+    if let Some(p) = &pooled {
+        idle.add(&p.engine);
+    }
     let on_demand = std::sync::OnceLock::new();
     if pooled.is_none() {
         let _ = on_demand.set(prepare_engine(artifacts, cache_dir, flavour, None, cpu, notices)?);
     }
     let compiled = crate::compiled::Compiled::new();
     Ok(Flavoured {
+        notice: pooled.as_ref().map(|_| idle.notice()),
         pooled,
         on_demand,
         loading: Mutex::new(()),
@@ -287,6 +293,9 @@ pub(crate) struct Flavoured {
     /// Stores alive in the pooled engine's slots, shared with the flavours made from
     /// this one by [`Flavoured::with_image`] (they use the same pool).
     live: Arc<AtomicUsize>,
+    /// Told when a store of the pool ends, so idle slots keep at most the launch
+    /// policy's `idle_memory` (idle_memory.rs).
+    notice: Option<Notice>,
     /// A snapshot's memory, which every module of this flavour starts from instead of
     /// the artifact's own.
     image: Option<MemoryFrom>,
@@ -298,12 +307,15 @@ pub(crate) struct Flavoured {
 
 /// Holds a pool slot for as long as its store lives.
 #[derive(Debug)]
-pub(crate) struct Slot(Option<Arc<AtomicUsize>>);
+pub(crate) struct Slot(Option<(Arc<AtomicUsize>, Option<Notice>)>);
 
 impl Drop for Slot {
     fn drop(&mut self) {
-        if let Some(live) = &self.0 {
+        if let Some((live, notice)) = &self.0 {
             live.fetch_sub(1, Ordering::SeqCst);
+            if let Some(n) = notice {
+                n.store_ended();
+            }
         }
     }
 }
@@ -313,7 +325,7 @@ impl Flavoured {
     pub(crate) fn pick(&self) -> Result<(&Prepared, Slot), Error> {
         if let Some(p) = &self.pooled {
             if self.live.fetch_add(1, Ordering::SeqCst) < POOL_SLOTS {
-                return Ok((p, Slot(Some(self.live.clone()))));
+                return Ok((p, Slot(Some((self.live.clone(), self.notice.clone())))));
             }
             self.live.fetch_sub(1, Ordering::SeqCst);
         }
@@ -369,6 +381,7 @@ impl Flavoured {
             cpu: self.cpu,
             notices: self.notices.clone(),
             live: self.live.clone(),
+            notice: self.notice.clone(),
             image: Some(memory),
             standby: crate::standby::Ready::new(&self.standby.launcher, Some(image.to_owned()), &compiled),
             compiled,
@@ -554,6 +567,8 @@ pub(crate) struct Flavours {
     notices: Notices,
     /// The runtime's scheduling state, which its flavours' guests on standby join.
     launcher: Arc<Launcher>,
+    /// The bound on what the pools' idle slots keep (idle_memory.rs).
+    idle: IdleMemory,
     plain: Mutex<Option<Arc<Flavoured>>>,
     metered: Mutex<Option<Arc<Flavoured>>>,
 }
@@ -561,7 +576,13 @@ pub(crate) struct Flavours {
 impl Flavours {
     pub(crate) fn new(artifacts: Artifacts, cache_dir: PathBuf, pooling: bool, notices: Notices, launcher: Arc<Launcher>) -> Flavours {
         let cpu = CpuLevel::from_env();
-        Flavours { artifacts, cache_dir, pooling, cpu, notices, launcher, plain: Mutex::new(None), metered: Mutex::new(None) }
+        let idle = IdleMemory::new(launcher.policy.idle_memory);
+        Flavours { artifacts, cache_dir, pooling, cpu, notices, launcher, idle, plain: Mutex::new(None), metered: Mutex::new(None) }
+    }
+
+    /// The bytes this runtime's idle pool slots keep now (`LaunchStats::idle_slot_bytes`).
+    pub(crate) fn idle_slot_bytes(&self) -> u64 {
+        self.idle.kept()
     }
 
     /// The runtime's launcher (launch.rs).
@@ -601,7 +622,7 @@ impl Flavours {
         if let Some(p) = &*slot {
             return Ok(p.clone());
         }
-        let p = Arc::new(prepare(&self.artifacts, &self.cache_dir, flavour, self.pooling, self.cpu, &self.notices, &self.launcher)?);
+        let p = Arc::new(prepare(&self.artifacts, &self.cache_dir, flavour, self.pooling, self.cpu, &self.notices, &self.launcher, &self.idle)?);
         *slot = Some(p.clone());
         Ok(p)
     }

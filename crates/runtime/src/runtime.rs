@@ -123,7 +123,7 @@ impl Runtime {
     fn make(artifacts: Artifacts, cache_dir: PathBuf, pooling: bool, notices: Notices, policy: LaunchPolicy) -> Self {
         // From now on forks are counted, so that a forked child forgets its parent's
         // guests, threads and folders (forks.rs).
-        crate::forks::generation();
+        wasi_python_sched::forks::generation();
         Runtime {
             inner: Arc::new(Inner {
                 own_files: own_files(&artifacts, &cache_dir),
@@ -160,10 +160,13 @@ impl Runtime {
     /// [`Runtime::prepare_preload`] names it), or for all with `None`: a diagnostic
     /// (tests, benchmarks).
     pub fn launch_stats(&self, image: Option<&Path>) -> LaunchStats {
-        self.launcher().stats(image)
+        let mut s = self.launcher().stats(image);
+        s.idle_slot_bytes = self.inner.flavours.idle_slot_bytes();
+        s
     }
 
-    /// Ends this runtime's guests on standby and primed instances, and makes no more (for
+    /// Ends this runtime's guests on standby and primed instances, and makes no more, and
+    /// removes the private folders it kept for later runs, keeping none from now on (for
     /// a process about to exit, before [`crate::sweep_private_folders`]: they hold private
     /// folders). Runs still start, fresh. Dropping the last clone does the same.
     pub fn retire(&self) {

@@ -491,6 +491,20 @@ pub struct MemoryImageSlot {
     dirtied: Option<Dirtied>,
     witness: Option<Witness>,
 
+    /// wasi-python patch (the third: idle slots give memory back): the end of
+    /// the pages an instance smaller than the last one made inaccessible, which
+    /// may still be resident (zeroed by the reset before, kept, then hidden
+    /// behind `PROT_NONE`): a reset counts them in the bytes the slot keeps
+    /// (`hidden_resident`), so a pool that bounds what idle slots keep sees
+    /// them. Zero when there are none.
+    hidden_end: HostAlignedByteCount,
+
+    /// wasi-python patch (the third): the size the last instance started with.
+    /// A full reset keeps pages (`keep_resident`) only up to `GROWTH_KEPT` past
+    /// it, so an instance that starts smaller than the last one grew hides at
+    /// most that much, even in a slot in use for long (a guest on standby).
+    initial: HostAlignedByteCount,
+
     /// The MPK protection key that this slot's stripe was colored with, if the
     /// pooling allocator is striping memory with protection keys.
     ///
@@ -668,6 +682,8 @@ impl MemoryImageSlot {
             dirty: false,
             dirtied: None,
             witness: None,
+            hidden_end: HostAlignedByteCount::ZERO,
+            initial: HostAlignedByteCount::ZERO,
             pkey,
         }
     }
@@ -729,6 +745,8 @@ impl MemoryImageSlot {
         );
         let initial_size_bytes_page_aligned =
             HostAlignedByteCount::new_rounded_up(initial_size_bytes)?;
+        // wasi-python patch: see `initial`.
+        self.initial = initial_size_bytes_page_aligned;
 
         // First order of business is to blow away the previous linear memory
         // image if it doesn't match the image specified here. If one is
@@ -767,6 +785,8 @@ impl MemoryImageSlot {
                 || ty.can_use_virtual_memory(memory_tunables.tunables(), host_page_size_log2))
         {
             self.set_protection(initial_size_bytes_page_aligned..self.accessible, false)?;
+            // wasi-python patch: see `hidden_end`.
+            self.hidden_end = self.hidden_end.max(self.accessible);
             self.accessible = initial_size_bytes_page_aligned;
         }
 
@@ -807,6 +827,77 @@ impl MemoryImageSlot {
         self.witness = if self.image.is_some() { Witness::now() } else { None };
 
         Ok(())
+    }
+
+    /// wasi-python patch (the third: idle slots give memory back): gives the
+    /// kernel back every page of this unused, reset slot through `decommit`
+    /// (`madvise(MADV_DONTNEED)`, as a reset decommits what it does not keep),
+    /// which leaves the slot as a reset leaves it: the image's pages read from
+    /// its mapping again, every other page zero. The whole `static_size` is
+    /// given back, pages past `accessible` a shrunk instance left included.
+    /// The short reset's regions are forgotten, so the next reset scans.
+    /// Returns whether `decommit` succeeded.
+    pub(crate) fn give_back(&mut self, decommit: impl FnOnce(*mut u8, usize) -> bool) -> bool {
+        assert!(!self.dirty);
+        if vm::decommit_behavior() != DecommitBehavior::RestoreOriginalMapping {
+            return false;
+        }
+        self.dirtied = None;
+        self.hidden_end = HostAlignedByteCount::ZERO;
+        decommit(self.base.as_mut_ptr(), self.static_size)
+    }
+
+    /// wasi-python patch (the third): how much of `accessible` a full reset may
+    /// keep resident (see `initial`): `decommit` is given the rest.
+    fn kept_len(&self, decommit: &mut impl FnMut(*mut u8, usize)) -> HostAlignedByteCount {
+        const GROWTH_KEPT: usize = 16 << 20;
+        let end = self.initial.byte_count().saturating_add(GROWTH_KEPT);
+        if end >= self.accessible.byte_count() {
+            return self.accessible;
+        }
+        let end = HostAlignedByteCount::new_rounded_up(end).unwrap_or(self.accessible);
+        // SAFETY: `end` is below `accessible`, within the slot.
+        decommit(
+            unsafe { self.base.as_mut_ptr().add(end.byte_count()) },
+            self.accessible.byte_count() - end.byte_count(),
+        );
+        end
+    }
+
+    /// wasi-python patch (the third): the bytes of the pages between
+    /// `accessible` and `hidden_end` that are resident (`mincore`; they are
+    /// anonymous, past any image), forgetting the range once none are.
+    fn hidden_resident(&mut self) -> usize {
+        if self.hidden_end <= self.accessible {
+            self.hidden_end = HostAlignedByteCount::ZERO;
+            return 0;
+        }
+        let page = host_page_size();
+        let start = self.accessible.byte_count();
+        let end = self.hidden_end.byte_count();
+        let mut resident = 0;
+        #[cfg(target_os = "linux")]
+        {
+            // Up to 256 MiB of the range per call, a byte per page.
+            let mut flags = vec![0u8; ((end - start) / page).min((256 << 20) / page)];
+            let mut at = start;
+            while at < end {
+                let len = (end - at).min(flags.len() * page);
+                // SAFETY: the range is within this slot's reservation, mapped
+                // (`PROT_NONE` or not); `flags` holds a byte for each of its pages.
+                let ok = unsafe {
+                    libc::mincore(self.base.as_mut_ptr().add(at).cast(), len, flags.as_mut_ptr())
+                } == 0;
+                if ok {
+                    resident += flags[..len / page].iter().filter(|f| *f & 1 != 0).count() * page;
+                }
+                at += len;
+            }
+        }
+        if resident == 0 {
+            self.hidden_end = HostAlignedByteCount::ZERO;
+        }
+        resident
     }
 
     pub(crate) fn remove_image(&mut self) -> Result<()> {
@@ -869,7 +960,8 @@ impl MemoryImageSlot {
             DecommitBehavior::RestoreOriginalMapping => {
                 let bytes_resident =
                     unsafe { self.reset_with_original_mapping(pagemap, keep_resident, decommit) };
-                Ok(bytes_resident)
+                // wasi-python patch: see `hidden_end`.
+                Ok(bytes_resident + self.hidden_resident())
             }
         }
     }
@@ -879,7 +971,7 @@ impl MemoryImageSlot {
         &mut self,
         pagemap: Option<&PageMap>,
         keep_resident: HostAlignedByteCount,
-        decommit: impl FnMut(*mut u8, usize),
+        mut decommit: impl FnMut(*mut u8, usize),
     ) -> usize {
         assert_eq!(
             vm::decommit_behavior(),
@@ -908,7 +1000,7 @@ impl MemoryImageSlot {
                     let resident = reset_with_pagemap(
                         pagemap,
                         base,
-                        self.accessible,
+                        self.kept_len(&mut decommit),
                         keep_resident,
                         |region| {
                             let start = region.as_ptr().addr() - base.addr();
@@ -926,7 +1018,7 @@ impl MemoryImageSlot {
                 None => reset_with_pagemap(
                     pagemap,
                     self.base.as_mut_ptr(),
-                    self.accessible,
+                    self.kept_len(&mut decommit),
                     keep_resident,
                     |region| region.fill(0),
                     decommit,
@@ -1080,6 +1172,7 @@ impl MemoryImageSlot {
 
         self.image = None;
         self.accessible = HostAlignedByteCount::ZERO;
+        self.hidden_end = HostAlignedByteCount::ZERO;
 
         Ok(())
     }

@@ -202,6 +202,10 @@ struct Unused {
 
     /// Metadata within the `warm` list of the main allocator.
     unused_list_link: Link,
+
+    /// wasi-python patch (the third: idle slots give memory back): when this
+    /// slot was freed, for [`ModuleAffinityIndexAllocator::oldest_resident`].
+    freed: Option<std::time::Instant>,
 }
 
 enum AllocMode {
@@ -519,7 +523,68 @@ impl ModuleAffinityIndexAllocator {
             bytes_resident,
             affine_list_link,
             unused_list_link,
+            // wasi-python patch: a clock read only where something stays resident.
+            freed: (bytes_resident > 0).then(std::time::Instant::now),
         });
+    }
+
+    /// wasi-python patch (the third: idle slots give memory back): the unused
+    /// slot that keeps bytes resident and was freed longest ago, if it was
+    /// freed at `idle_since` or before: `(when it was freed, its id)`.
+    pub(crate) fn oldest_resident(
+        &self,
+        idle_since: std::time::Instant,
+    ) -> Option<(std::time::Instant, SlotId)> {
+        self.shard_ids()
+            .filter_map(|shard| {
+                let inner = self.shard(shard).lock().unwrap();
+                inner
+                    .slot_state
+                    .iter()
+                    .enumerate()
+                    .filter_map(|(i, state)| match state {
+                        SlotState::UnusedWarm(Unused {
+                            bytes_resident,
+                            freed: Some(freed),
+                            ..
+                        }) if *bytes_resident > 0 && *freed <= idle_since => {
+                            Some((*freed, SlotId(u32::try_from(i).unwrap())))
+                        }
+                        _ => None,
+                    })
+                    .min_by_key(|(freed, _)| *freed)
+                    .map(|(freed, local)| (freed, self.global_id(shard, local)))
+            })
+            .min_by_key(|(freed, _)| *freed)
+    }
+
+    /// wasi-python patch (the third): if `id` is still unused, freed at
+    /// `freed` and keeps bytes resident, calls `give_back` with its shard's
+    /// lock held (so no allocation can take the slot meanwhile) and, if that
+    /// gave the memory back, counts the slot as keeping nothing. Returns the
+    /// bytes given back.
+    pub(crate) fn give_back(
+        &self,
+        id: SlotId,
+        freed: std::time::Instant,
+        give_back: impl FnOnce() -> bool,
+    ) -> usize {
+        let (shard, local) = self.shard_of(id);
+        let mut inner = self.shard(shard).lock().unwrap();
+        let bytes = match &inner.slot_state[local.index()] {
+            SlotState::UnusedWarm(u) if u.freed == Some(freed) && u.bytes_resident > 0 => {
+                u.bytes_resident
+            }
+            _ => return 0,
+        };
+        if !give_back() {
+            return 0;
+        }
+        let unused = inner.slot_state[local.index()].unwrap_unused();
+        unused.bytes_resident = 0;
+        unused.freed = None;
+        inner.unused_bytes_resident -= bytes;
+        bytes
     }
 
     /// Return the number of empty slots available in this allocator.

@@ -677,6 +677,49 @@ impl MemoryPool {
             .sum()
     }
 
+    /// wasi-python patch (the third: idle slots give memory back): gives back
+    /// the memory unused slots keep resident, the slot freed longest ago
+    /// first and only slots freed at `idle_since` or before, until they keep
+    /// at most `keep` bytes in all. Each slot is given back with its index
+    /// allocator's lock held, so no allocation takes it meanwhile. Returns the
+    /// bytes given back.
+    pub fn trim_unused(&self, keep: usize, idle_since: std::time::Instant) -> usize {
+        let mut given = 0;
+        // Each pass gives back one slot, or finds one taken since it looked.
+        for _ in 0..2 * self.layout.num_slots {
+            if self.unused_bytes_resident() <= keep {
+                break;
+            }
+            let oldest = self
+                .stripes
+                .iter()
+                .enumerate()
+                .filter_map(|(i, s)| Some((i, s.allocator.oldest_resident(idle_since)?)))
+                .min_by_key(|(_, (freed, _))| *freed);
+            let Some((stripe_index, (freed, id))) = oldest else {
+                break;
+            };
+            let index = StripedAllocationIndex(id.0)
+                .as_unstriped_slot_index(stripe_index, self.stripes.len());
+            given += self.stripes[stripe_index].allocator.give_back(id, freed, || {
+                match &mut *self.image_slots[index.index()].lock().unwrap() {
+                    #[cfg(target_os = "linux")]
+                    ImageSlot::PreviouslyUsed(slot) => slot.give_back(|base, len| {
+                        // SAFETY: the slot is unused and its allocator's lock
+                        // is held, so nothing uses or takes its memory; what
+                        // `MADV_DONTNEED` leaves is what a reset leaves.
+                        unsafe {
+                            rustix::mm::madvise(base.cast(), len, rustix::mm::Advice::LinuxDontNeed)
+                                .is_ok()
+                        }
+                    }),
+                    _ => false,
+                }
+            });
+        }
+        given
+    }
+
     pub fn unused_bytes_resident(&self) -> usize {
         self.stripes
             .iter()

@@ -70,6 +70,20 @@ impl PoolingAllocatorMetrics {
         self.allocator().memories.unused_bytes_resident()
     }
 
+    /// wasi-python patch (the third: idle slots give memory back): gives back
+    /// to the system the memory that unused linear-memory slots keep resident
+    /// (`linear_memory_keep_resident`), the slot unused longest first and only
+    /// slots unused for `idle_for` or longer, until they keep at most `keep`
+    /// bytes in all ([`Self::unused_memory_bytes_resident`]). A slot given back
+    /// is as a reset leaves it; its next instance faults its pages in again.
+    /// Returns the bytes given back.
+    pub fn trim_unused_memories(&self, keep: usize, idle_for: core::time::Duration) -> usize {
+        match std::time::Instant::now().checked_sub(idle_for) {
+            Some(since) => self.allocator().memories.trim_unused(keep, since),
+            None => 0,
+        }
+    }
+
     /// Returns the number of slots for tables in this allocator which are not
     /// currently in use but were previously used.
     ///
