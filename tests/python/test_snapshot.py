@@ -523,3 +523,35 @@ def test_save_never_writes_through_a_planted_link(warm, tmp_path):
     assert sorted(p.name for p in tmp_path.iterdir()) == sorted(
         ["victim.txt", "task.snap", f"task.snap.tmp{os.getpid()}", "a-folder.snap"]
     )
+
+
+def test_a_delta_after_a_small_turn_is_small_and_loads_only_over_its_parent(tmp_path):
+    with Session() as s:
+        assert s.run("import pandas as pd\ndf = pd.DataFrame({'x': range(10_000)})").exit_code == 0
+        first = s.snapshot()
+        assert s.run("marker = 'second'").exit_code == 0
+        second = s.snapshot()
+    # The second holds the turn's pages, not the memory.
+    assert 0 < second.new_pages * 20 < second.memory_bytes // 4096
+    with pytest.raises(SnapshotError) as e:
+        second.to_bytes(since=first)
+    assert e.value.kind == "parent_not_saved"
+    first.save(tmp_path / "first.snap")
+    assert first.id is not None
+    second.save(tmp_path / "second.delta", since=first)
+    assert (tmp_path / "second.delta").stat().st_size * 2 < (tmp_path / "first.snap").stat().st_size
+    with pytest.raises(SnapshotError) as e:
+        Snapshot.load(tmp_path / "second.delta")
+    assert e.value.kind == "no_parent"
+    base = Snapshot.load(tmp_path / "first.snap")
+    assert base.id == first.id
+    loaded = Snapshot.load(tmp_path / "second.delta", base=base)
+    with pytest.raises(SnapshotError) as e:
+        Snapshot.load(tmp_path / "second.delta", base=loaded)
+    assert e.value.kind == "other_parent"
+    with Session(snapshot=loaded) as f:
+        assert f.run("print(marker, len(df))").stdout == b"second 10000\n"
+    with Session(snapshot=base) as f:
+        assert f.run("print('marker' in globals())").stdout == b"False\n"
+    with pytest.raises(TypeError):
+        first.to_bytes(since=b"not a snapshot")
