@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import collections
 import concurrent.futures
+import contextvars
 import itertools
 import os
 import threading
@@ -18,7 +19,7 @@ from typing import TYPE_CHECKING, Any, AsyncIterator, Callable, Iterable, Mappin
 if TYPE_CHECKING:
     import asyncio
 
-from . import _run, _stream
+from . import _otel, _run, _stream
 from . import _wasi_python as _ext
 from ._cancel import CancelWatch, is_asyncio_event
 from ._records import Completed, Display, Stderr, Stdout, completed_from_ext
@@ -167,7 +168,8 @@ async def run_async(
     import asyncio  # loaded already: an event loop is awaiting this
 
     handlers = None
-    if _run.plain(locals(), _RUN_ASYNC_DEFAULTS):
+    tracer = _otel.tracer()
+    if tracer is None and _run.plain(locals(), _RUN_ASYNC_DEFAULTS):
         plan = None
         start = _run.plain_args(argv, stdin)[:4]
     else:
@@ -179,7 +181,7 @@ async def run_async(
         )
         handlers = _stream.check_handlers(on_stdout, on_stderr, on_display, allow_async=True)
         start = None
-        if plan.door is None and not plan.settings["mounts"] and plan.network is None:
+        if plan.door is None and not plan.settings["mounts"] and plan.network is None and tracer is None:
             start = (plan.where, plan.args, plan.stdin, _run.ext_options(plan.settings, host=plan.host))
     loop = asyncio.get_running_loop()
     token = _ext.CancelToken()
@@ -191,7 +193,10 @@ async def run_async(
             if start is not None:
                 fut = _started(start, token, loop, events)
             else:
-                fut = loop.run_in_executor(executor(), _run.execute, plan, token, loop, (events,) if events is not None else ())
+                # In a copy of this task's context, as the guide says of tool calls (the
+                # dispatcher copies it), and so a traced run's span is under the task's.
+                context = contextvars.copy_context()
+                fut = loop.run_in_executor(executor(), context.run, _run.execute, plan, token, loop, (events,) if events is not None else ())
                 fut.add_done_callback(lambda _: _slots.give())
         except BaseException:
             _slots.give()

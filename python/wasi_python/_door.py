@@ -25,6 +25,7 @@ import threading
 from typing import TYPE_CHECKING, Any, Callable, Optional, Sequence
 
 from ._tools import Tool, ToolCall, ToolDenied, ToolError
+from . import _otel
 
 if TYPE_CHECKING:
     import asyncio
@@ -187,7 +188,18 @@ class Dispatcher:
 
     def invoke(self, index: int, seq: int, name: str, args: dict[str, Any], request_bytes: int, cancel: Any) -> tuple[str, Any, Optional[str]]:
         context = self._context.copy()
-        return context.run(self._invoke, context, index, seq, name, args, request_bytes, cancel)
+        tracer = _otel.tracer()
+        if tracer is None:
+            return context.run(self._invoke, context, index, seq, name, args, request_bytes, cancel)
+        return context.run(self._traced, tracer, context, index, seq, name, args, request_bytes, cancel)
+
+    def _traced(self, tracer: Any, context: contextvars.Context, index: int, seq: int, name: str, args: dict[str, Any], request_bytes: int, cancel: Any) -> tuple[str, Any, Optional[str]]:
+        """A tool call in a span of its own, under the run's (the context this dispatcher
+        copied holds it)."""
+        with _otel.span("wasi_python.tool_call", {"tool": name, "seq": seq, "request_bytes": request_bytes}, tracer) as s:
+            out = self._invoke(context, index, seq, name, args, request_bytes, cancel)
+            _otel.set_outcome(s, {"outcome": out[0], "fault": out[2]}, None if out[0] in ("ok", "error", "denied") else out[0])
+            return out
 
     def _invoke(self, context: contextvars.Context, index: int, seq: int, name: str, args: dict[str, Any], request_bytes: int, cancel: Any) -> tuple[str, Any, Optional[str]]:
         t = self._tools[index]

@@ -13,6 +13,7 @@ from typing import Any, Iterable, Literal, Mapping, Optional, Protocol, Sequence
 
 from . import _wasi_python as _ext
 from ._types import MAX_SECONDS, items_of, show_number
+from . import _otel
 
 __all__ = [
     "Mount",
@@ -154,6 +155,22 @@ class _Adapter:
         self._dispatcher = dispatcher
 
     def call(self, op: str, path: str, arg: Any) -> tuple[str, Any]:
+        tracer = _otel.tracer()
+        if tracer is None:
+            return self._call(op, path, arg)
+        # Under the run's span: the dispatcher's context holds it (this thread's has none).
+        context = getattr(self._dispatcher, "_context", None)
+        if context is None:
+            return self._traced(tracer, op, path, arg)
+        return context.copy().run(self._traced, tracer, op, path, arg)
+
+    def _traced(self, tracer: Any, op: str, path: str, arg: Any) -> tuple[str, Any]:
+        with _otel.span("wasi_python.file_call", {"op": op, "path": path}, tracer) as s:
+            out = self._call(op, path, arg)
+            _otel.set_outcome(s, {"outcome": out[0] if out[0] != "errno" else out[1]}, out[1] if out[0] == "fault" else None)
+            return out
+
+    def _call(self, op: str, path: str, arg: Any) -> tuple[str, Any]:
         try:
             fn = getattr(self._provider, op)
             out = fn(path, arg) if op in ("write", "rename") else fn(path)

@@ -16,6 +16,7 @@ the system's trust store, or ``ca_file``; proxies from the environment).
 
 from __future__ import annotations
 
+import contextvars
 import ipaddress
 import json
 import secrets as _random
@@ -26,6 +27,7 @@ import time
 from typing import Any, Mapping, Optional
 from urllib.parse import urljoin, urlsplit
 
+from . import _otel
 from ._network import DEFAULT_PORTS, SCHEMES, Network, NetworkRecord, NetworkRequest, Secret, host_matches, ip_in
 
 __all__ = ["NetworkRun"]
@@ -72,6 +74,7 @@ class NetworkRun:
 
     def turn(self) -> None:
         """A new run or session turn: counts and record anew."""
+        self._caller = contextvars.copy_context()
         with self._lock:
             self._requests = 0
             self._bytes = 0
@@ -104,6 +107,28 @@ class NetworkRun:
     def request(self, frame: bytes, remaining_s: Optional[float], cancel: Any) -> bytes:
         """The answer to one frame (see crates/door/src/network.rs): a JSON head, a NUL,
         the body. Never raises."""
+        tracer = _otel.tracer()
+        if tracer is None:
+            return self._answer(frame, remaining_s, cancel)
+        # Under the run's (or turn's) span: the context of its start holds it.
+        return self._caller.copy().run(self._traced, tracer, frame, remaining_s, cancel)
+
+    def _traced(self, tracer: Any, frame: bytes, remaining_s: Optional[float], cancel: Any) -> bytes:
+        with self._lock:
+            first = len(self._listed)
+        with _otel.span("wasi_python.network_request", {}, tracer) as s:
+            out = self._answer(frame, remaining_s, cancel)
+            with self._lock:
+                hops = [dict(e) for e in self._listed[first:]]
+            if hops:
+                e, last = hops[0], hops[-1]
+                values = {k: e[k] for k in ("method", "scheme", "host", "port", "path", "request_bytes")}
+                values.update(status=last["status"], outcome=last["outcome"], reason=last["reason"], redirects=len(hops) - 1,
+                              response_bytes=sum(h["response_bytes"] for h in hops))
+                _otel.set_outcome(s, values, None if last["outcome"] == "ok" else str(last["outcome"]))
+            return out
+
+    def _answer(self, frame: bytes, remaining_s: Optional[float], cancel: Any) -> bytes:
         start = time.monotonic()
         try:
             return self._request(frame, start, remaining_s, cancel)

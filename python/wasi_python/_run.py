@@ -16,7 +16,7 @@ if TYPE_CHECKING:
 
     from ._snapshot import Snapshot
 
-from . import _door, _files, _network, _snapshot, _stream
+from . import _door, _files, _network, _otel, _snapshot, _stream
 from . import _wasi_python as _ext
 from ._cancel import cancel_token, check_cancel
 from ._files import Mount
@@ -364,6 +364,7 @@ def run(
         and workdir is d[14] and preload is d[15] and mounts is d[16]
         and max_file_calls is d[17] and snapshot is d[18] and network is d[19] and secrets is d[20]
         and display_bytes is d[21] and on_stdout is d[22] and on_stderr is d[23] and on_display is d[24]
+        and _otel.tracer() is None
     ):
         # The extension takes the commonest calls itself (its answer is the Completed),
         # or answers None: then checked here.
@@ -583,6 +584,33 @@ def execute(p: _Plan, token: Any, loop: Optional[asyncio.AbstractEventLoop], str
     """Runs a planned guest; ``loop`` is where async tools and providers run (None: a
     loop of the run's own). ``streaming``: ``(EventStream,)``, where the run's events go
     for another reader, or ``(EventStream, on_event)``, called here as they come."""
+    tracer = _otel.tracer()
+    if tracer is not None:
+        # The run's span is current while the dispatcher copies the context, so its tool
+        # and provider calls' spans are its children.
+        with _otel.span("wasi_python.run", span_values(p), tracer) as s:
+            done = _execute_networked(p, token, loop, streaming)
+            _otel.end_run(s, done)
+            return done
+    return _execute_networked(p, token, loop, streaming)
+
+
+_LIMITS = ("memory_bytes", "deadline_s", "output_bytes", "fuel", "file_write_bytes", "max_open_files", "max_file_calls", "display_bytes")
+
+
+def span_values(p: Any, limits: Optional[dict[str, Any]] = None) -> dict[str, Any]:
+    """A run's (or turn's) limits, as its span's attributes."""
+    settings = p.settings if limits is None else limits
+    values = {k: settings.get(k) for k in _LIMITS}
+    if getattr(p, "door", None) is not None:
+        values["tools"] = [t.name for t in p.door[0]]
+        values["max_tool_calls"] = p.door[2]
+    if getattr(p, "network", None) is not None:
+        values["network"] = True
+    return values
+
+
+def _execute_networked(p: _Plan, token: Any, loop: Optional[asyncio.AbstractEventLoop], streaming: tuple[Any, ...]) -> Completed:
     if p.network is not None:
         return _network.run_with(p.network, lambda net: _execute(p, token, loop, net, streaming))
     return _execute(p, token, loop, None, streaming)

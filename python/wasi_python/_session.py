@@ -2,10 +2,11 @@
 
 from __future__ import annotations
 
+import contextvars
 import functools
 from typing import Any, Iterable, Mapping, Optional
 
-from . import _door, _network, _run, _snapshot, _stream
+from . import _door, _network, _otel, _run, _snapshot, _stream
 from . import _wasi_python as _ext
 from ._cancel import cancel_token, check_cancel
 from ._records import Completed, completed_from_ext
@@ -127,6 +128,26 @@ class Session:
         code, limits = self._turn_args(code, deadline_s, output_bytes, fuel, display_bytes)
         check_cancel(cancel)
         handlers = _stream.check_handlers(on_stdout, on_stderr, on_display, allow_async=False)
+        tracer = _otel.tracer()
+        if tracer is None:
+            self._caller_context()
+            return self._turn(code, limits, cancel, handlers)
+        with _otel.span("wasi_python.turn", limits, tracer) as s:
+            self._caller_context()
+            done = self._turn(code, limits, cancel, handlers)
+            _otel.end_run(s, done)
+            return done
+
+    def _caller_context(self) -> None:
+        """A turn's tools and providers run in a copy of its caller's context (a traced
+        turn's span is current in it)."""
+        context = contextvars.copy_context()
+        if self._dispatcher is not None:
+            self._dispatcher._context = context
+        if self._network is not None:
+            self._network._caller = context
+
+    def _turn(self, code: str, limits: dict[str, Any], cancel: Any, handlers: Any) -> Completed:
         token, watch = cancel_token(cancel)
         try:
             if handlers is None:
@@ -146,12 +167,23 @@ class Session:
         """``await session.run_async(code)``: one turn on a worker thread; cancelling the
         task stops the turn (which ends the session, as any trapped turn does). The
         callbacks are called on this event loop, async ones awaited in turn."""
+        code, limits = self._turn_args(code, deadline_s, output_bytes, fuel, display_bytes)
+        handlers = _stream.check_handlers(on_stdout, on_stderr, on_display, allow_async=True)
+        tracer = _otel.tracer()
+        if tracer is None:
+            self._caller_context()
+            return await self._turn_async(code, limits, handlers)
+        with _otel.span("wasi_python.turn", limits, tracer) as s:
+            self._caller_context()
+            done = await self._turn_async(code, limits, handlers)
+            _otel.end_run(s, done)
+            return done
+
+    async def _turn_async(self, code: str, limits: dict[str, Any], handlers: Any) -> Completed:
         import asyncio  # loaded already: an event loop is awaiting this
 
         from ._async import executor
 
-        code, limits = self._turn_args(code, deadline_s, output_bytes, fuel, display_bytes)
-        handlers = _stream.check_handlers(on_stdout, on_stderr, on_display, allow_async=True)
         loop = asyncio.get_running_loop()
         token = _ext.CancelToken()
         if handlers is not None:

