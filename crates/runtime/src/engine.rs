@@ -236,16 +236,9 @@ pub fn default_cache_dir() -> PathBuf {
 
 /// Loads the guest for one flavour: from the cache when a matching compiled copy
 /// exists, else compiles it (minutes) and stores it for every later process.
-pub(crate) fn prepare(
-    artifacts: &Artifacts,
-    cache_dir: &Path,
-    flavour: Flavour,
-    pooling: bool,
-    cpu: CpuLevel,
-    notices: &Notices,
-    launcher: &Arc<Launcher>,
-    idle: &IdleMemory,
-) -> Result<Flavoured, Error> {
+pub(crate) fn prepare(f: &Flavours, flavour: Flavour) -> Result<Flavoured, Error> {
+    let Flavours { artifacts, cache_dir, pooling, cpu, notices, launcher, idle, .. } = f;
+    let (pooling, cpu) = (*pooling, *cpu);
     // The allocator does not change the generated code: both engines load one cache file.
     // With a pool, the on-demand engine is loaded only when the pool is full: each loaded
     // copy maps the compiled code again and costs its own resident pages (16 MB).
@@ -622,7 +615,7 @@ impl Flavours {
         if let Some(p) = &*slot {
             return Ok(p.clone());
         }
-        let p = Arc::new(prepare(&self.artifacts, &self.cache_dir, flavour, self.pooling, self.cpu, &self.notices, &self.launcher, &self.idle)?);
+        let p = Arc::new(prepare(self, flavour)?);
         *slot = Some(p.clone());
         Ok(p)
     }

@@ -7,6 +7,7 @@ mod display;
 mod door;
 mod files;
 mod fork;
+mod idle_memory;
 mod limits;
 mod mounts;
 mod programs;
