@@ -463,7 +463,7 @@ mod scan {
     fn pagemap() -> Option<std::sync::Arc<std::fs::File>> {
         use parking_lot::Mutex;
         static OPEN: Mutex<Option<(u64, Option<std::sync::Arc<std::fs::File>>)>> = Mutex::new(None);
-        let generation = crate::forks::generation();
+        let generation = wasi_python_sched::forks::generation();
         let mut open = OPEN.lock();
         match &*open {
             Some((g, f)) if *g == generation => f.clone(),

@@ -83,7 +83,6 @@ pub use wasi_python_door::{
 pub use wasi_python_door as door;
 /// The scheduling primitives the runtime's launcher is built from (`crates/sched`).
 pub use wasi_python_sched as sched;
-use wasi_python_sched::forks;
 
 /// Starts a thread named `name` that runs `body`: a std thread. Kept for the network
 /// door's host until that door takes the runtime's call threads as the tool door does
