@@ -1,4 +1,4 @@
-//! Our third patch to wasmtime (third_party/README.md): the pages a pool slot keeps for
+//! Our fourth patch to wasmtime (third_party/README.md): the pages a pool slot keeps for
 //! its next instance are all counted (`unused_memory_bytes_resident`, pages a smaller
 //! instance hid included), growth past the instance's initial size is kept up to 16 MiB,
 //! and `trim_unused_memories` gives an unused slot's pages back to the system, leaving it

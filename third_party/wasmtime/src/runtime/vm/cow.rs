@@ -491,7 +491,7 @@ pub struct MemoryImageSlot {
     dirtied: Option<Dirtied>,
     witness: Option<Witness>,
 
-    /// wasi-python patch (the third: idle slots give memory back): the end of
+    /// wasi-python patch (the fourth: idle slots give memory back): the end of
     /// the pages an instance smaller than the last one made inaccessible, which
     /// may still be resident (zeroed by the reset before, kept, then hidden
     /// behind `PROT_NONE`): a reset counts them in the bytes the slot keeps
@@ -499,7 +499,7 @@ pub struct MemoryImageSlot {
     /// them. Zero when there are none.
     hidden_end: HostAlignedByteCount,
 
-    /// wasi-python patch (the third): the size the last instance started with.
+    /// wasi-python patch (the fourth): the size the last instance started with.
     /// A full reset keeps pages (`keep_resident`) only up to `GROWTH_KEPT` past
     /// it, so an instance that starts smaller than the last one grew hides at
     /// most that much, even in a slot in use for long (a guest on standby).
@@ -829,7 +829,7 @@ impl MemoryImageSlot {
         Ok(())
     }
 
-    /// wasi-python patch (the third: idle slots give memory back): gives the
+    /// wasi-python patch (the fourth: idle slots give memory back): gives the
     /// kernel back every page of this unused, reset slot through `decommit`
     /// (`madvise(MADV_DONTNEED)`, as a reset decommits what it does not keep),
     /// which leaves the slot as a reset leaves it: the image's pages read from
@@ -847,7 +847,7 @@ impl MemoryImageSlot {
         decommit(self.base.as_mut_ptr(), self.static_size)
     }
 
-    /// wasi-python patch (the third): how much of `accessible` a full reset may
+    /// wasi-python patch (the fourth): how much of `accessible` a full reset may
     /// keep resident (see `initial`): `decommit` is given the rest.
     fn kept_len(&self, decommit: &mut impl FnMut(*mut u8, usize)) -> HostAlignedByteCount {
         const GROWTH_KEPT: usize = 16 << 20;
@@ -864,7 +864,7 @@ impl MemoryImageSlot {
         end
     }
 
-    /// wasi-python patch (the third): the bytes of the pages between
+    /// wasi-python patch (the fourth): the bytes of the pages between
     /// `accessible` and `hidden_end` that are resident (`mincore`; they are
     /// anonymous, past any image), forgetting the range once none are.
     fn hidden_resident(&mut self) -> usize {

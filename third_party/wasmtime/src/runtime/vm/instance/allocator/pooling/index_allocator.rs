@@ -203,7 +203,7 @@ struct Unused {
     /// Metadata within the `warm` list of the main allocator.
     unused_list_link: Link,
 
-    /// wasi-python patch (the third: idle slots give memory back): when this
+    /// wasi-python patch (the fourth: idle slots give memory back): when this
     /// slot was freed, for [`ModuleAffinityIndexAllocator::oldest_resident`].
     freed: Option<std::time::Instant>,
 }
@@ -528,7 +528,7 @@ impl ModuleAffinityIndexAllocator {
         });
     }
 
-    /// wasi-python patch (the third: idle slots give memory back): the unused
+    /// wasi-python patch (the fourth: idle slots give memory back): the unused
     /// slot that keeps bytes resident and was freed longest ago, if it was
     /// freed at `idle_since` or before: `(when it was freed, its id)`.
     pub(crate) fn oldest_resident(
@@ -558,7 +558,7 @@ impl ModuleAffinityIndexAllocator {
             .min_by_key(|(freed, _)| *freed)
     }
 
-    /// wasi-python patch (the third): if `id` is still unused, freed at
+    /// wasi-python patch (the fourth): if `id` is still unused, freed at
     /// `freed` and keeps bytes resident, calls `give_back` with its shard's
     /// lock held (so no allocation can take the slot meanwhile) and, if that
     /// gave the memory back, counts the slot as keeping nothing. Returns the

@@ -677,7 +677,7 @@ impl MemoryPool {
             .sum()
     }
 
-    /// wasi-python patch (the third: idle slots give memory back): gives back
+    /// wasi-python patch (the fourth: idle slots give memory back): gives back
     /// the memory unused slots keep resident, the slot freed longest ago
     /// first and only slots freed at `idle_since` or before, until they keep
     /// at most `keep` bytes in all. Each slot is given back with its index

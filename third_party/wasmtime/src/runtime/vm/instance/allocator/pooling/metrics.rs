@@ -70,7 +70,7 @@ impl PoolingAllocatorMetrics {
         self.allocator().memories.unused_bytes_resident()
     }
 
-    /// wasi-python patch (the third: idle slots give memory back): gives back
+    /// wasi-python patch (the fourth: idle slots give memory back): gives back
     /// to the system the memory that unused linear-memory slots keep resident
     /// (`linear_memory_keep_resident`), the slot unused longest first and only
     /// slots unused for `idle_for` or longer, until they keep at most `keep`
