@@ -16,11 +16,11 @@
 //! [`CallContext::end_of_call`] or the cancel, never longer; a request left running then is
 //! abandoned and counted until it ends, and no new one starts while [`MAX_ABANDONED`] run.
 
-use std::sync::Arc;
+use std::sync::{Arc, OnceLock};
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
-use crate::{Abandonment, Bound, CallContext, CancelToken, Door, DoorAnswer, Job, Unanswered};
+use crate::{Abandonment, Bound, CallContext, CancelToken, Door, DoorAnswer, Spawn, StdThreads, Unanswered};
 
 /// What every network request frame starts with: a NUL, which starts no JSON text.
 pub const HTTP_PREFIX: &[u8] = b"\0wasi-python http ";
@@ -54,11 +54,6 @@ pub trait NetworkHost: Send + Sync + 'static {
     fn enter_thread(&self, body: Box<dyn FnOnce() + Send + '_>) {
         body()
     }
-
-    /// Starts a new thread that runs `body`; by default a std thread.
-    fn start_thread(&self, body: Job) -> std::io::Result<()> {
-        std::thread::Builder::new().name("wasi-python-net".into()).spawn(body).map(drop)
-    }
 }
 
 /// The door of a run that may send network requests: requests to `network` (or refused
@@ -68,11 +63,21 @@ pub struct NetworkDoor {
     inner: Option<Arc<dyn Door>>,
     /// Whether the last frame was a request, for [`Door::undelivered`].
     last_was_request: AtomicBool,
+    /// What starts the request threads: set once ([`NetworkDoor::spawn_with`]), else std
+    /// threads.
+    spawn: OnceLock<Arc<dyn Spawn>>,
 }
 
 impl NetworkDoor {
     pub fn new(network: Option<Arc<dyn NetworkHost>>, inner: Option<Arc<dyn Door>>) -> NetworkDoor {
-        NetworkDoor { network, inner, last_was_request: AtomicBool::new(false) }
+        NetworkDoor { network, inner, last_was_request: AtomicBool::new(false), spawn: OnceLock::new() }
+    }
+
+    /// From now on, request threads are started by `spawn` (a new thread per request, as
+    /// the tool door's: [`crate::ToolDoor::spawn_with`]). False when a spawner was given
+    /// already (that one stays).
+    pub fn spawn_with(&self, spawn: Arc<dyn Spawn>) -> bool {
+        self.spawn.set(spawn).is_ok()
     }
 
     fn request(&self, request: &[u8], ctx: &CallContext) -> Vec<u8> {
@@ -104,9 +109,9 @@ impl NetworkDoor {
         let result = bound.call(
             move || host.request(frame, until, &cancel),
             |job| {
-                let starter = network.clone();
                 let network = network.clone();
-                starter.start_thread(Box::new(move || network.enter_thread(job)))
+                let spawn = self.spawn.get().map_or(&StdThreads as &dyn Spawn, |s| &**s);
+                spawn.spawn(c"wasi-python-net", Box::new(move || network.enter_thread(job)))
             },
             Requests,
         );

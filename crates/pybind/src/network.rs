@@ -56,8 +56,4 @@ impl NetworkHost for PyNetworkHost {
     fn enter_thread(&self, body: Box<dyn FnOnce() + Send + '_>) {
         enter_python(body)
     }
-
-    fn start_thread(&self, body: wasi_python_runtime::door::Job) -> std::io::Result<()> {
-        wasi_python_runtime::start_call_thread(c"wasi-python-net", body)
-    }
 }

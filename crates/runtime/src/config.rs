@@ -151,6 +151,8 @@ pub struct RunConfig {
     own_door: Option<Arc<dyn Door>>,
     /// Makes the guest's network requests (docs/network.md); `None`: each is refused.
     network: Option<Arc<dyn NetworkHost>>,
+    /// `door` as what it is, so the runtime can lend it its call threads.
+    pub(crate) network_door: Option<Arc<NetworkDoor>>,
     pub(crate) workdir: Option<String>,
     pub(crate) preload: Preload,
     pub(crate) mounts: Vec<crate::mounts::Mount>,
@@ -248,6 +250,7 @@ impl RunConfig {
             door: None,
             own_door: None,
             network: None,
+            network_door: None,
             workdir: None,
             preload: Preload::Nothing,
             mounts: Vec::new(),
@@ -381,8 +384,9 @@ impl RunConfig {
     }
     /// The door the guest's frames reach: the network's in front of the embedder's.
     fn doors(mut self) -> Self {
-        self.door = (self.network.is_some() || self.own_door.is_some())
-            .then(|| Arc::new(NetworkDoor::new(self.network.clone(), self.own_door.clone())) as Arc<dyn Door>);
+        self.network_door = (self.network.is_some() || self.own_door.is_some())
+            .then(|| Arc::new(NetworkDoor::new(self.network.clone(), self.own_door.clone())));
+        self.door = self.network_door.clone().map(|d| d as Arc<dyn Door>);
         self
     }
 

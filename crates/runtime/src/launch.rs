@@ -235,10 +235,14 @@ impl Launcher {
         self.threads.run(job, pull && self.policy.wake_on_caller_cpu)
     }
 
-    /// Gives `config`'s tool door this runtime's call threads, unless it has a spawner
-    /// already (door's `ToolDoor::spawn_with`): its tool threads start on kept stacks.
+    /// Gives `config`'s tool door and network door this runtime's call threads, unless
+    /// they have a spawner already (door's `ToolDoor::spawn_with`,
+    /// `NetworkDoor::spawn_with`): their threads start on kept stacks.
     pub(crate) fn lend_call_threads(&self, config: &crate::RunConfig) {
         if let Some((door, _)) = &config.tools {
+            door.spawn_with(self.call_threads.clone());
+        }
+        if let Some(door) = &config.network_door {
             door.spawn_with(self.call_threads.clone());
         }
     }

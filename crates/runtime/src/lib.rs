@@ -24,6 +24,7 @@ mod artifacts;
 mod cached;
 mod compiled;
 mod config;
+mod cross;
 mod delta;
 mod control;
 mod display;
@@ -51,6 +52,7 @@ mod stop;
 mod tempdir;
 
 pub use artifacts::{ARTIFACTS_ENV, Artifacts, DIST_COMMAND, MANIFEST_MAGIC};
+pub use cross::precompile_for;
 pub use config::{Grant, Limits, MIN_MEMORY_BYTES, Preload, RunConfig};
 pub use snapshot::{default_preload, preopen_table};
 pub use mounts::{
@@ -84,12 +86,6 @@ pub use wasi_python_door as door;
 /// The scheduling primitives the runtime's launcher is built from (`crates/sched`).
 pub use wasi_python_sched as sched;
 
-/// Starts a thread named `name` that runs `body`: a std thread. Kept for the network
-/// door's host until that door takes the runtime's call threads as the tool door does
-/// ([`ToolDoor::spawn_with`]); tool and file threads come from the runtime's own pool.
-pub fn start_call_thread(name: &'static std::ffi::CStr, body: door::Job) -> std::io::Result<()> {
-    door::Spawn::spawn(&door::StdThreads, name, body)
-}
 pub use wasi_python_door::network::{NetworkDoor, NetworkHost};
 /// The pure crates the tool door composes, re-exported for embedders.
 pub use wasi_python_budget as budget;

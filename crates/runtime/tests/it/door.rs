@@ -139,3 +139,32 @@ fn two_runtimes_keep_their_own_call_threads_and_private_folders() {
     assert_eq!(one.launch_stats(None).spare_folders, 0);
     assert_eq!(two.launch_stats(None).spare_folders, 1);
 }
+
+/// A network that answers every request with a refusal, on whatever thread it is given.
+struct Refusing;
+
+impl wasi_python_runtime::NetworkHost for Refusing {
+    fn request(&self, _request: Vec<u8>, _until: Option<std::time::Instant>, _cancel: &wasi_python_runtime::CancelToken) -> Vec<u8> {
+        wasi_python_runtime::door::network::answer("refused", "not today")
+    }
+}
+
+#[test]
+fn network_requests_run_on_the_runtimes_call_threads() {
+    use wasi_python_runtime::{LaunchPolicy, Runtime};
+    let rt = Runtime::builder(crate::runtime().artifacts().clone()).launch_policy(LaunchPolicy::fresh_only()).build();
+    let config = RunConfig::new([
+        "-c",
+        "from host import http\ntry:\n    http.request('GET', 'http://example.test/')\nexcept http.NetworkError as e:\n    print(e.kind)",
+    ])
+    .network(Arc::new(Refusing))
+    .deadline(Some(Duration::from_secs(30)));
+    let done = rt.run(config).unwrap();
+    assert_eq!(text(&done.stdout), "refused\n", "{}", text(&done.stderr));
+    // The request's thread was the runtime's: its stack is kept once the thread ends.
+    let until = std::time::Instant::now() + Duration::from_secs(30);
+    while rt.launch_stats(None).call_thread_stacks == 0 && std::time::Instant::now() < until {
+        std::thread::sleep(Duration::from_millis(5));
+    }
+    assert!(rt.launch_stats(None).call_thread_stacks >= 1, "{:?}", rt.launch_stats(None));
+}
