@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import atexit
-import inspect
 import operator
 import os
 from dataclasses import dataclass, fields
@@ -16,12 +15,19 @@ if TYPE_CHECKING:
 
     from ._snapshot import Snapshot
 
-from . import _door, _files, _network, _otel, _snapshot, _stream
+from . import _otel, _stream
 from . import _wasi_python as _ext
 from ._cancel import cancel_token, check_cancel
-from ._files import Mount
+from ._lazy import lazy
 from ._records import Completed, Display, completed_from_ext
-from ._tools import as_tools, for_door
+
+# Imported on first use: a plain run needs none of them, and a new process would pay for
+# them (the tools layer, mounts, the network, snapshots; _lazy.py).
+if TYPE_CHECKING:
+    from . import _door, _files, _network, _snapshot, _tools
+    from ._files import Mount
+else:
+    _door, _files, _network, _snapshot, _tools = map(lazy, ("_door", "_files", "_network", "_snapshot", "_tools"))
 from ._types import SIZE_MAX, Grant, check_int, check_seconds, check_utf8, items_of
 
 __all__ = ["run", "artifacts", "ArtifactsMissing", "PreloadError", "DEFAULTS", "TOOL_DEFAULTS", "default_preload", "prepare"]
@@ -260,6 +266,8 @@ def door_args(tools: Any, gate: Any, max_calls: Any, max_bytes: Any, host: Any) 
             raise TypeError("host= and tools= together: the host has one channel to the guest; pass host= for a raw host function or tools= for the protocol")
         if not callable(host):
             raise TypeError("host must be a callable taking bytes and returning bytes")
+        import inspect  # here, not at the top: a plain run does not need it
+
         if inspect.iscoroutinefunction(host) or inspect.iscoroutinefunction(getattr(type(host), "__call__", None)):
             raise TypeError("host= cannot be an async def: serve it as a tool instead")
     if tools is None:
@@ -269,7 +277,7 @@ def door_args(tools: Any, gate: Any, max_calls: Any, max_bytes: Any, host: Any) 
             if value is not UNSET:
                 raise TypeError(f"{name}= without tools=: it governs tool calls, and this run offers none")
         return None
-    tool_list = as_tools(tools)
+    tool_list = _tools.as_tools(tools)
     if gate is UNSET:
         gate = None
     _door.check_gate(gate)
@@ -527,7 +535,7 @@ def ext_options(settings: dict[str, Any], door: Optional[tuple[list[Any], Any, O
     tools, _, frames, req = door if door is not None else (None, None, None, None)
     return _ext.Options(
         **kw,
-        tools=[for_door(t) for t in tools] if tools is not None else None,
+        tools=[_tools.for_door(t) for t in tools] if tools is not None else None,
         dispatcher=dispatcher if tools is not None else None,
         max_tool_calls=frames,
         max_tool_request_bytes=req,
