@@ -137,8 +137,10 @@ fn pooling_config() -> wasmtime::PoolingAllocationConfig {
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 #[non_exhaustive]
 pub enum CpuLevel {
-    /// x86-64-v2 (SSE4.2, POPCNT, CMPXCHG16B): what the wheel ships, so the code
-    /// compiled on one machine loads on any x86-64 machine of the last 15 years.
+    /// The architecture's portable baseline, what the wheels ship, so the code compiled
+    /// on one machine loads on any machine of its kind: x86-64-v2 (SSE4.2, POPCNT,
+    /// CMPXCHG16B: any x86-64 machine of the last 15 years), or ARMv8.0-A on aarch64
+    /// (Cranelift's defaults: no LSE atomics, pointer authentication or FP16).
     Portable,
     /// Every feature of this machine's CPU (what wasmtime picks by default).
     Native,
@@ -169,7 +171,12 @@ impl CpuLevel {
                 && std::arch::is_x86_feature_detected!("popcnt")
                 && std::arch::is_x86_feature_detected!("cmpxchg16b")
         }
-        #[cfg(not(target_arch = "x86_64"))]
+        // Every aarch64 CPU runs ARMv8.0-A code.
+        #[cfg(target_arch = "aarch64")]
+        {
+            true
+        }
+        #[cfg(not(any(target_arch = "x86_64", target_arch = "aarch64")))]
         {
             false
         }
@@ -177,31 +184,58 @@ impl CpuLevel {
 
     pub fn as_str(self) -> &'static str {
         match self {
-            CpuLevel::Portable => "x86-64-v2",
+            CpuLevel::Portable => portable_level(&target_lexicon::HOST.to_string()).unwrap_or("portable"),
             CpuLevel::Native => "native",
         }
     }
 }
 
-fn config(flavour: Flavour, pooled: Option<wasmtime::PoolingAllocationConfig>, cpu: CpuLevel) -> Result<Config, Error> {
-    let mut c = Config::new();
-    if let Some(p) = pooled {
-        c.allocation_strategy(wasmtime::InstanceAllocationStrategy::Pooling(p));
+/// The portable baseline's name for code compiled for `triple`: `x86-64-v2`, `armv8-a`.
+pub(crate) fn portable_level(triple: &str) -> Option<&'static str> {
+    match triple.split('-').next() {
+        Some("x86_64") => Some("x86-64-v2"),
+        Some("aarch64") => Some("armv8-a"),
+        _ => None,
     }
-    if cpu == CpuLevel::Portable {
-        // Naming the target stops wasmtime from inferring this CPU's features; the
-        // preset then enables exactly x86-64-v2's.
-        c.target(&target_lexicon::HOST.to_string()).map_err(|e| Error::Module(format!("{e:#}")))?;
+}
+
+/// Names `triple` as the compilation target, which stops wasmtime from inferring this
+/// CPU's features, and enables its portable baseline's: the x86-64-v2 preset on x86-64,
+/// nothing beyond Cranelift's defaults (ARMv8.0-A) on aarch64. Used for this machine
+/// (`CpuLevel::Portable`) and for another (cross.rs): the cache key follows the target
+/// and flags alone, so the two name the same file.
+pub(crate) fn portable_target(c: &mut Config, triple: &str) -> Result<(), Error> {
+    c.target(triple).map_err(|e| Error::Module(format!("{e:#}")))?;
+    if portable_level(triple) == Some("x86-64-v2") {
         #[expect(
             unsafe_code,
-            reason = "a Cranelift preset of CPU features: every feature it names is checked \
-                      present on this CPU (`portable_runs_here`) before it is chosen, and \
-                      wasmtime checks them again when it loads the code"
+            reason = "a Cranelift preset of CPU features: for this machine, every feature it \
+                      names is checked present on this CPU (`portable_runs_here`) before it is \
+                      chosen; code compiled for another is never run here; and wasmtime checks \
+                      them again where the code is loaded"
         )]
         // SAFETY: see the reason above.
         unsafe {
             c.cranelift_flag_enable("x86-64-v2");
         }
+    }
+    Ok(())
+}
+
+pub(crate) fn config(flavour: Flavour, pooled: Option<wasmtime::PoolingAllocationConfig>, cpu: CpuLevel) -> Result<Config, Error> {
+    let host = target_lexicon::HOST.to_string();
+    config_for(flavour, pooled, (cpu == CpuLevel::Portable).then_some(host.as_str()))
+}
+
+/// The engine's settings, compiling for the portable baseline of `portable` (a target
+/// triple) if given, else for this CPU with every feature it has.
+pub(crate) fn config_for(flavour: Flavour, pooled: Option<wasmtime::PoolingAllocationConfig>, portable: Option<&str>) -> Result<Config, Error> {
+    let mut c = Config::new();
+    if let Some(p) = pooled {
+        c.allocation_strategy(wasmtime::InstanceAllocationStrategy::Pooling(p));
+    }
+    if let Some(triple) = portable {
+        portable_target(&mut c, triple)?;
     }
     c.epoch_interruption(true)
         .consume_fuel(flavour == Flavour::Metered)

@@ -52,7 +52,7 @@ mod stop;
 mod tempdir;
 
 pub use artifacts::{ARTIFACTS_ENV, Artifacts, DIST_COMMAND, MANIFEST_MAGIC};
-pub use cross::precompile_for;
+pub use cross::{cross_cache_name, precompile_for};
 pub use config::{Grant, Limits, MIN_MEMORY_BYTES, Preload, RunConfig};
 pub use snapshot::{default_preload, preopen_table};
 pub use mounts::{
