@@ -25,6 +25,7 @@
 mod bounded;
 mod cancel;
 mod door;
+mod flight;
 mod spawn;
 pub mod network;
 mod tool;
@@ -33,6 +34,7 @@ mod tool_door;
 pub use bounded::{Abandonment, Bound, Job, Unanswered};
 pub use cancel::CancelToken;
 pub use door::{CallContext, DEADLINE_MARGIN, Door, DoorAnswer, Stop};
+pub use flight::{MAX_HELD_BYTES, MAX_IN_FLIGHT, MAX_WAIT_BYTES};
 pub use spawn::{Spawn, StdThreads};
 pub use tool::{Invocation, ToolHost, ToolOutput, ToolSpec, ToolSpecError};
 pub use tool_door::ToolDoor;

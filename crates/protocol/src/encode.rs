@@ -266,6 +266,33 @@ pub fn encode_ok(id: Option<u64>, value: &Value) -> Vec<u8> {
     out
 }
 
+/// A start's acceptance, `{"v":1,"id":<id>,"ok":true,"started":true}`: the call runs, and
+/// its answer comes in a wait's.
+pub fn encode_started(id: u64) -> Vec<u8> {
+    let mut out = Vec::with_capacity(48);
+    head(Some(id), &mut out);
+    out.extend_from_slice(b",\"ok\":true,\"started\":true}");
+    out
+}
+
+/// A wait's answer, `{"v":1,"id":<id|null>,"ok":true,"answers":[<answer>,...]}`: each
+/// answer is a whole answer frame, as `encode_ok` or `encode_error` wrote it for the call
+/// (so under the call's id), written as it is.
+pub fn encode_answers<A: AsRef<[u8]>>(id: Option<u64>, answers: &[A]) -> Vec<u8> {
+    let len: usize = answers.iter().map(|a| a.as_ref().len() + 1).sum();
+    let mut out = Vec::with_capacity(48 + len);
+    head(id, &mut out);
+    out.extend_from_slice(b",\"ok\":true,\"answers\":[");
+    for (i, answer) in answers.iter().enumerate() {
+        if i > 0 {
+            out.push(b',');
+        }
+        out.extend_from_slice(answer.as_ref());
+    }
+    out.extend_from_slice(b"]}");
+    out
+}
+
 /// A failure answer, `{"v":1,"id":..,"ok":false,"error":{"kind":"..","message":".."}}`,
 /// with the message cut to [`MAX_MESSAGE_CHARS`] characters.
 pub fn encode_error(id: Option<u64>, kind: ErrorKind, message: &str) -> Vec<u8> {
@@ -294,14 +321,33 @@ pub fn encode_response(response: &Response) -> Vec<u8> {
     }
 }
 
-/// A request frame as the guest sends it (§6.2): keys `v`, `id`, `op`, then `tool`, `args`.
+/// A request frame as the guest sends it (§6.2): keys `v`, `id`, `op`, then `tool`, `args`
+/// (a wait: `ids`, then `timeout_ms` when it has one).
 pub fn encode_request(request: &Request) -> Vec<u8> {
     let mut out = Vec::with_capacity(64);
     head(request.id(), &mut out);
     match request {
         Request::List { .. } => out.extend_from_slice(b",\"op\":\"list\"}"),
-        Request::Call { tool, args, .. } => {
-            out.extend_from_slice(b",\"op\":\"call\",\"tool\":");
+        Request::Wait { ids, timeout_ms, .. } => {
+            out.extend_from_slice(b",\"op\":\"wait\",\"ids\":[");
+            for (i, id) in ids.iter().enumerate() {
+                if i > 0 {
+                    out.push(b',');
+                }
+                write_u64(*id, &mut out);
+            }
+            out.push(b']');
+            if let Some(ms) = timeout_ms {
+                out.extend_from_slice(b",\"timeout_ms\":");
+                write_u64(*ms, &mut out);
+            }
+            out.push(b'}');
+        }
+        Request::Call { tool, args, .. } | Request::Start { tool, args, .. } => {
+            let op: &[u8] = if matches!(request, Request::Call { .. }) { b"call" } else { b"start" };
+            out.extend_from_slice(b",\"op\":\"");
+            out.extend_from_slice(op);
+            out.extend_from_slice(b"\",\"tool\":");
             write_str(tool, &mut out);
             out.extend_from_slice(b",\"args\":");
             out.push(b'{');
@@ -384,6 +430,18 @@ impl ListAnswer {
         }
         tail.extend_from_slice(b"]}");
         ListAnswer { tail }
+    }
+
+    /// The same list with `"key":<value>` after `tools` in every answer: a field a version 1
+    /// reader may ignore (the tool door adds `max_in_flight`).
+    pub fn with(mut self, key: &str, value: &Value) -> ListAnswer {
+        self.tail.pop(); // the closing brace
+        self.tail.push(b',');
+        write_str(key, &mut self.tail);
+        self.tail.push(b':');
+        encode_value(value, &mut self.tail);
+        self.tail.push(b'}');
+        self
     }
 
     /// `{"v":1,"id":<id|null>,"ok":true,"tools":[...]}`.

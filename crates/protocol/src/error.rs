@@ -142,7 +142,8 @@ pub enum DecodeErrorKind {
     NotObject,
     /// `v` is missing or is not `1`.
     Version,
-    /// A required field (`op`, `tool`; in answers `ok`, `error`) is missing.
+    /// A required field (`op`, `tool`, a wait's `ids`, a start's id; in answers `ok`,
+    /// `error`) is missing.
     MissingField,
     /// A field has the wrong type (`op` or `tool` not a string; in answers `ok` not a
     /// boolean, `id` not null or a request id, `tools` not an array).
@@ -153,6 +154,9 @@ pub enum DecodeErrorKind {
     ReservedOp,
     /// A call's `args` is not an object; wire kind `invalid_arguments` (§6.4).
     ArgsNotObject,
+    /// A wait's `ids` are not 1 to [`MAX_WAIT_IDS`](crate::MAX_WAIT_IDS) distinct request
+    /// ids, or its `timeout_ms` is not an integer of at least 0.
+    BadWait,
 }
 
 impl DecodeErrorKind {

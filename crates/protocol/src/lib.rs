@@ -4,7 +4,8 @@
 //! (`host.call`). This crate turns bytes into typed frames and back, for both sides:
 //!
 //! - host side: [`decode_request`] reads a guest's frame by the rules of the protocol
-//!   (artifact ABI §6.4); [`encode_ok`], [`encode_error`] and [`ListAnswer`] write the answers;
+//!   (artifact ABI §6.4); [`encode_ok`], [`encode_error`] and [`ListAnswer`] write the answers,
+//!   [`encode_started`] and [`encode_answers`] those of calls in parallel (`start`, `wait`);
 //! - guest side: [`encode_request`] writes frames as the guest package does (§6.2), and
 //!   [`decode_response`] reads answers as it does (§6.3).
 //!
@@ -28,8 +29,8 @@ mod text;
 mod value;
 
 pub use encode::{
-    ListAnswer, encode_error, encode_ok, encode_ok_into, encode_request, encode_response,
-    encode_value,
+    ListAnswer, encode_answers, encode_error, encode_ok, encode_ok_into, encode_request,
+    encode_response, encode_started, encode_value,
 };
 pub use error::{AnswerKind, DecodeError, DecodeErrorKind, ErrorKind, UnknownErrorKind};
 pub use names::{PYTHON_KEYWORDS, is_valid_tool_name};
@@ -61,6 +62,9 @@ pub const MAX_ANSWER_BYTES: usize = 16 << 20;
 
 /// The largest id an answer echoes, 2^53 - 1 (an id any JSON reader holds exactly).
 pub const MAX_ID: u64 = (1 << 53) - 1;
+
+/// The most calls one `wait` frame may name.
+pub const MAX_WAIT_IDS: usize = 64;
 
 /// The longest tool name, in characters.
 pub const MAX_TOOL_NAME_CHARS: usize = 64;

@@ -4,7 +4,7 @@ use crate::error::{DecodeError, DecodeErrorKind as K};
 use crate::parse::{BYTES_KEY, KeySet, Mode, PResult, Parser, duplicate_key, echo_value, err, utf8};
 use crate::text::{cut_chars, echo};
 use crate::value::{Map, Value};
-use crate::{MAX_ECHO_CHARS, MAX_ID, MAX_REQUEST_BYTES, PROTOCOL_VERSION};
+use crate::{MAX_ECHO_CHARS, MAX_ID, MAX_REQUEST_BYTES, MAX_WAIT_IDS, PROTOCOL_VERSION};
 
 /// A decoded request frame.
 ///
@@ -20,12 +20,25 @@ pub enum Request {
         tool: String,
         args: Map,
     },
+    /// `{"v":1,"id":3,"op":"start","tool":"f","args":{...}}`: a call as `Call` is, answered
+    /// at once (started, or refused as a call is before its tool runs); its answer comes
+    /// later, in a `Wait`'s, under this frame's id, which must be a request id.
+    Start { id: u64, tool: String, args: Map },
+    /// `{"v":1,"id":4,"op":"wait","ids":[3],"timeout_ms":100}`: the answers of these
+    /// started calls (1 to [`MAX_WAIT_IDS`], distinct), once at least one is in, or after
+    /// `timeout_ms` (absent: no limit but the run's).
+    Wait {
+        id: Option<u64>,
+        ids: Vec<u64>,
+        timeout_ms: Option<u64>,
+    },
 }
 
 impl Request {
     pub fn id(&self) -> Option<u64> {
         match self {
-            Request::List { id } | Request::Call { id, .. } => *id,
+            Request::List { id } | Request::Call { id, .. } | Request::Wait { id, .. } => *id,
+            Request::Start { id, .. } => Some(*id),
         }
     }
 }
@@ -45,6 +58,8 @@ struct Fields {
     op: Option<(Value, usize)>,
     tool: Option<(Value, usize)>,
     args: Option<(Value, usize)>,
+    ids: Option<(Value, usize)>,
+    timeout_ms: Option<(Value, usize)>,
 }
 
 /// Decodes a request frame (host side), by the rules of §6.4.
@@ -100,6 +115,8 @@ fn read_fields(text: &str, fields: &mut Fields) -> PResult<()> {
             "op" => 4,
             "tool" => 8,
             "args" => 16,
+            "ids" => 32,
+            "timeout_ms" => 64,
             _ => 0,
         };
         let fresh = if bit == 0 {
@@ -129,6 +146,8 @@ fn read_fields(text: &str, fields: &mut Fields) -> PResult<()> {
             "op" => fields.op = Some((value, value_at)),
             "tool" => fields.tool = Some((value, value_at)),
             "args" => fields.args = Some((value, value_at)),
+            "ids" => fields.ids = Some((value, value_at)),
+            "timeout_ms" => fields.timeout_ms = Some((value, value_at)),
             _ => {}
         }
     }
@@ -175,52 +194,29 @@ fn build(fields: Fields) -> PResult<Request> {
             return Err(DecodeError::new(
                 K::MissingField,
                 None,
-                "the frame has no \"op\"; this host serves 'list' and 'call'".to_owned(),
+                format!("the frame has no \"op\"; {SERVES}"),
             ));
         }
     };
     match op.as_str() {
         "list" => Ok(Request::List { id }),
-        "call" => {
-            let tool = match fields.tool {
-                Some((Value::Str(tool), _)) => tool,
-                Some((other, at)) => {
-                    return Err(err(
-                        K::WrongType,
-                        at,
-                        format!(
-                            "a call's \"tool\" must be a string, not {}",
-                            other.type_name()
-                        ),
-                    ));
-                }
-                None => {
-                    return Err(DecodeError::new(
-                        K::MissingField,
-                        None,
-                        "a call must name its \"tool\"".to_owned(),
-                    ));
-                }
-            };
-            let args = match fields.args {
-                None => Map::new(),
-                Some((Value::Object(args), _)) => args,
-                Some((other, at)) => {
-                    let mut e = err(
-                        K::ArgsNotObject,
-                        at,
-                        format!(
-                            "{}: the arguments must be an object, not {}",
-                            cut_chars(&tool, MAX_ECHO_CHARS),
-                            other.type_name()
-                        ),
-                    );
-                    e.tool = Some(tool);
-                    return Err(e);
-                }
-            };
-            Ok(Request::Call { id, tool, args })
+        "call" | "start" => {
+            let (tool, args) = tool_and_args(fields.tool, fields.args)?;
+            if op == "call" {
+                return Ok(Request::Call { id, tool, args });
+            }
+            match id {
+                Some(id) => Ok(Request::Start { id, tool, args }),
+                None => Err(DecodeError::new(
+                    K::MissingField,
+                    None,
+                    format!(
+                        "a start must carry a request id (an integer from 0 to {MAX_ID}): its answer is waited for by it"
+                    ),
+                )),
+            }
         }
+        "wait" => wait(id, fields.ids, fields.timeout_ms),
         "batch" => Err(err(
             K::ReservedOp,
             op_at,
@@ -232,9 +228,96 @@ fn build(fields: Fields) -> PResult<Request> {
             K::UnknownOp,
             op_at,
             format!(
-                "unknown op {}; this host serves 'list' and 'call'",
+                "unknown op {}; {SERVES}",
                 echo(other)
             ),
         )),
     }
+}
+
+/// The ops a version 1 host serves, as its refusals name them.
+const SERVES: &str = "this host serves 'list', 'call', 'start' and 'wait'";
+
+/// A call's (or a start's) `tool` and `args`.
+fn tool_and_args(tool: Option<(Value, usize)>, args: Option<(Value, usize)>) -> PResult<(String, Map)> {
+    let tool = match tool {
+        Some((Value::Str(tool), _)) => tool,
+        Some((other, at)) => {
+            return Err(err(
+                K::WrongType,
+                at,
+                format!("a call's \"tool\" must be a string, not {}", other.type_name()),
+            ));
+        }
+        None => {
+            return Err(DecodeError::new(K::MissingField, None, "a call must name its \"tool\"".to_owned()));
+        }
+    };
+    let args = match args {
+        None => Map::new(),
+        Some((Value::Object(args), _)) => args,
+        Some((other, at)) => {
+            let mut e = err(
+                K::ArgsNotObject,
+                at,
+                format!(
+                    "{}: the arguments must be an object, not {}",
+                    cut_chars(&tool, MAX_ECHO_CHARS),
+                    other.type_name()
+                ),
+            );
+            e.tool = Some(tool);
+            return Err(e);
+        }
+    };
+    Ok((tool, args))
+}
+
+/// A wait's `ids` (1 to [`MAX_WAIT_IDS`] distinct request ids) and `timeout_ms` (an
+/// integer of at least 0, capped at `u64::MAX`; absent: no limit).
+fn wait(id: Option<u64>, ids: Option<(Value, usize)>, timeout_ms: Option<(Value, usize)>) -> PResult<Request> {
+    let (list, at) = match ids {
+        Some((Value::Array(list), at)) => (list, at),
+        Some((other, at)) => {
+            return Err(err(K::BadWait, at, format!("a wait's \"ids\" must be a list, not {}", other.type_name())));
+        }
+        None => {
+            return Err(DecodeError::new(K::MissingField, None, "a wait must name the calls it waits for in \"ids\"".to_owned()));
+        }
+    };
+    if list.is_empty() || list.len() > MAX_WAIT_IDS {
+        return Err(err(
+            K::BadWait,
+            at,
+            format!("a wait names from 1 to {MAX_WAIT_IDS} calls, not {}", list.len()),
+        ));
+    }
+    let mut ids = Vec::with_capacity(list.len());
+    for value in &list {
+        match echoable_id(value) {
+            Some(n) if !ids.contains(&n) => ids.push(n),
+            Some(n) => return Err(err(K::BadWait, at, format!("a wait names call {n} twice"))),
+            None => {
+                return Err(err(
+                    K::BadWait,
+                    at,
+                    format!("a wait's ids are request ids (integers from 0 to {MAX_ID}), not {}", echo_value(value)),
+                ));
+            }
+        }
+    }
+    let timeout_ms = match timeout_ms {
+        None => None,
+        Some((Value::Int(n), _)) if n >= 0 => Some(n as u64),
+        // An integer past i64 (up to 64 characters): past u64 too, a wait as long as any.
+        Some((Value::BigInt(text), _)) if !text.starts_with('-') => Some(text.parse().unwrap_or(u64::MAX)),
+        Some((other, at)) => {
+            return Err(err(
+                K::BadWait,
+                at,
+                format!("a wait's \"timeout_ms\" is an integer of at least 0, not {}", echo_value(&other)),
+            ));
+        }
+    };
+    Ok(Request::Wait { id, ids, timeout_ms })
 }

@@ -62,6 +62,7 @@ impl Recorder {
         let seq = self.next_seq();
         outcome.seq = seq;
         self.record.frames = seq;
+        // The latest frame: its place among the abandoned is last.
         if outcome.abandoned {
             self.record.abandoned.push(outcome.clone());
         }
@@ -73,24 +74,68 @@ impl Recorder {
         seq
     }
 
+    /// Counts a frame whose outcome comes later (a call that runs while others arrive) and
+    /// returns its `seq`: the record keeps arrival order whatever order outcomes come in.
+    /// Until [`fill`](Recorder::fill)ed, the frame is listed as `pending`.
+    pub fn reserve(&mut self, pending: Outcome) -> u64 {
+        let seq = self.next_seq();
+        self.record.frames = seq;
+        if self.record.outcomes.len() < self.max_listed {
+            self.record.outcomes.push(Outcome { seq, ..pending });
+        } else {
+            self.record.unlisted = self.record.unlisted.saturating_add(1);
+        }
+        seq
+    }
+
+    /// Sets the outcome of the reserved frame `outcome.seq` (once; an unknown `seq` is
+    /// ignored): in its place if it is listed, and among the abandoned, in `seq` order,
+    /// if it was abandoned.
+    pub fn fill(&mut self, outcome: Outcome) {
+        let seq = outcome.seq;
+        if seq == 0 || seq > self.record.frames {
+            return;
+        }
+        if outcome.abandoned {
+            let at = self.record.abandoned.partition_point(|o| o.seq < seq);
+            if self.record.abandoned.get(at).is_none_or(|o| o.seq != seq) {
+                self.record.abandoned.insert(at, outcome.clone());
+            }
+        }
+        if let Some(listed) = self.listed_mut(seq) {
+            *listed = outcome;
+        }
+    }
+
+    /// The listed outcome of frame `seq`: listed outcomes are frames 1, 2, 3... in order.
+    fn listed_mut(&mut self, seq: u64) -> Option<&mut Outcome> {
+        let index = usize::try_from(seq.checked_sub(1)?).ok()?;
+        self.record.outcomes.get_mut(index).filter(|o| o.seq == seq)
+    }
+
     /// The answer to the frame recorded last never reached the guest: marks it not
     /// delivered, with `fault` (kept beside any fault it had). Nothing when no frame
     /// was recorded.
     pub fn undelivered(&mut self, fault: &str) {
-        let seq = self.record.frames;
+        self.undelivered_at(self.record.frames, fault);
+    }
+
+    /// The answer to frame `seq` never reached the guest: as
+    /// [`undelivered`](Recorder::undelivered), for any frame (a started call's answer is
+    /// handed over with a later frame's, or not at all).
+    pub fn undelivered_at(&mut self, seq: u64, fault: &str) {
         let mark = |o: &mut Outcome| {
-            if o.seq == seq {
-                o.delivered = false;
-                o.fault = Some(match o.fault.take() {
-                    Some(f) => format!("{f}; not delivered: {fault}"),
-                    None => format!("not delivered: {fault}"),
-                });
-            }
+            o.delivered = false;
+            o.fault = Some(match o.fault.take() {
+                Some(f) => format!("{f}; not delivered: {fault}"),
+                None => format!("not delivered: {fault}"),
+            });
         };
-        if let Some(o) = self.record.outcomes.last_mut() {
+        if let Some(o) = self.listed_mut(seq) {
             mark(o);
         }
-        if let Some(o) = self.record.abandoned.last_mut() {
+        let at = self.record.abandoned.partition_point(|o| o.seq < seq);
+        if let Some(o) = self.record.abandoned.get_mut(at).filter(|o| o.seq == seq) {
             mark(o);
         }
     }

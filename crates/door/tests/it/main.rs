@@ -15,6 +15,8 @@ use wasi_python_door::{
 use wasi_python_protocol::{Map, Value};
 use wasi_python_record::{Op, OutcomeKind, ToolRecord};
 
+mod parallel;
+
 /// A latch the `wait` tool blocks on until the test releases it.
 #[derive(Default)]
 struct Gate {
@@ -42,7 +44,7 @@ impl Gate {
 /// - `panic`: panics;
 /// - `big`: answers a string over the answer cap;
 /// - `wait`, `wait_50ms`: block until the gate opens (the second has a 50 ms timeout);
-/// - `polite`: waits for its call's cancel, then answers "cancelled".
+/// - `polite`, `polite_50ms`: wait for their call's cancel, then answer "cancelled".
 #[derive(Default)]
 struct Fake {
     gate: Gate,
@@ -82,7 +84,7 @@ impl ToolHost for Fake {
                 self.gate.wait();
                 ToolOutput::Ok(Value::Null)
             }
-            "polite" => {
+            "polite" | "polite_50ms" => {
                 if cancel.wait_timeout(Duration::from_secs(30)) {
                     self.saw_cancel.fetch_add(1, Ordering::SeqCst);
                 }
@@ -131,6 +133,7 @@ fn door_with(limits: Limits) -> (ToolDoor, Arc<Fake>) {
         spec("wait", &[], None),
         spec("wait_50ms", &[], ms50),
         spec("polite", &[], None),
+        spec("polite_50ms", &[], ms50),
     ];
     let limits = Limits { max_answer_len: ANSWER_CAP as u64, ..limits };
     let door = ToolDoor::new(tools, fake.clone(), limits).expect("a valid door");

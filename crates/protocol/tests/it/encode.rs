@@ -2,8 +2,8 @@
 
 use wasi_python_protocol::{
     AnswerKind, DecodeErrorKind, ErrorKind, ListAnswer, MAX_MESSAGE_CHARS, Map, Request, Response,
-    Value, cut_chars, decode_response, encode_error, encode_ok, encode_request, encode_response,
-    is_valid_tool_name,
+    Value, cut_chars, decode_response, encode_answers, encode_error, encode_ok, encode_request,
+    encode_response, encode_started, is_valid_tool_name,
 };
 
 use crate::run_table;
@@ -345,4 +345,32 @@ fn values_are_cheap_to_build() {
     .into_iter()
     .collect();
     assert_eq!(collected, Map(vec![("k".into(), Value::Int(1))]));
+}
+
+/// The answers of calls in parallel: a start's acceptance, a wait's answers (each a whole
+/// answer frame, as written for its call), and a list answer with a field added.
+#[test]
+fn parallel_answers() {
+    assert_eq!(text(encode_started(9)), r#"{"v":1,"id":9,"ok":true,"started":true}"#);
+    let a = encode_ok(Some(3), &Value::Int(1));
+    let b = encode_error(Some(5), ErrorKind::Timeout, "t timed out after 0.1 s");
+    assert_eq!(
+        text(encode_answers(Some(6), &[&a, &b])),
+        concat!(
+            r#"{"v":1,"id":6,"ok":true,"answers":[{"v":1,"id":3,"ok":true,"value":1},"#,
+            r#"{"v":1,"id":5,"ok":false,"error":{"kind":"timeout","message":"t timed out after 0.1 s"}}]}"#
+        )
+    );
+    assert_eq!(text(encode_answers::<Vec<u8>>(None, &[])), r#"{"v":1,"id":null,"ok":true,"answers":[]}"#);
+    let list = ListAnswer::from_descriptors([r#"{"name":"a"}"#]).expect("valid").with("max_in_flight", &Value::Int(16));
+    assert_eq!(text(list.encode(Some(1))), r#"{"v":1,"id":1,"ok":true,"tools":[{"name":"a"}],"max_in_flight":16}"#);
+    // A version 1 reader reads it as the list it was.
+    assert!(matches!(decode_response(&list.encode(Some(1))), Ok(Response::List { tools, .. }) if tools.len() == 1));
+    // The guest's frames.
+    let start = Request::Start { id: 3, tool: "f".into(), args: Map::new() };
+    assert_eq!(text(encode_request(&start)), r#"{"v":1,"id":3,"op":"start","tool":"f","args":{}}"#);
+    let wait = Request::Wait { id: Some(4), ids: vec![3, 1], timeout_ms: Some(0) };
+    assert_eq!(text(encode_request(&wait)), r#"{"v":1,"id":4,"op":"wait","ids":[3,1],"timeout_ms":0}"#);
+    let forever = Request::Wait { id: None, ids: vec![3], timeout_ms: None };
+    assert_eq!(text(encode_request(&forever)), r#"{"v":1,"id":null,"op":"wait","ids":[3]}"#);
 }

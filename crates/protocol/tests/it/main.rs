@@ -25,13 +25,22 @@ pub(crate) fn render_error(e: &DecodeError) -> String {
     format!("err {:?} @ {at}{}", e.kind, id_suffix(e.id))
 }
 
-/// One line per decoded request: `list[ id=N]` or `call[ id=N] <tool> <args json>`.
+/// One line per decoded request: `list[ id=N]`, `call[ id=N] <tool> <args json>`, the same
+/// for `start`, or `wait[ id=N] [ids] <timeout_ms or ->`.
 pub(crate) fn render_request(result: &Result<Request, DecodeError>) -> String {
     match result {
         Ok(Request::List { id }) => format!("list{}", id_suffix(*id)),
         Ok(Request::Call { id, tool, args }) => {
             let args = wasi_python_protocol::Value::Object(args.clone());
             format!("call{} {tool} {}", id_suffix(*id), json(&args))
+        }
+        Ok(Request::Start { id, tool, args }) => {
+            let args = wasi_python_protocol::Value::Object(args.clone());
+            format!("start{} {tool} {}", id_suffix(Some(*id)), json(&args))
+        }
+        Ok(Request::Wait { id, ids, timeout_ms }) => {
+            let ms = timeout_ms.map_or("-".to_owned(), |ms| ms.to_string());
+            format!("wait{} {ids:?} {ms}", id_suffix(*id))
         }
         Err(e) => render_error(e),
     }

@@ -2,7 +2,7 @@
 
 use proptest::prelude::*;
 use wasi_python_protocol::{
-    AnswerKind, ErrorKind, MAX_ID, Map, Request, Response, Value, decode_request, decode_response,
+    AnswerKind, ErrorKind, MAX_ID, MAX_WAIT_IDS, Map, Request, Response, Value, decode_request, decode_response,
     encode_ok, encode_request, encode_response, encode_value,
 };
 
@@ -73,6 +73,13 @@ fn request() -> impl Strategy<Value = Request> {
             tool,
             args
         }),
+        (0..=MAX_ID, any::<String>(), object(value())).prop_map(|(id, tool, args)| Request::Start {
+            id,
+            tool,
+            args
+        }),
+        (id(), prop::collection::hash_set(0..=MAX_ID, 1..=MAX_WAIT_IDS), prop::option::of(any::<u64>()))
+            .prop_map(|(id, ids, timeout_ms)| Request::Wait { id, ids: ids.into_iter().collect(), timeout_ms }),
     ]
 }
 

@@ -251,3 +251,33 @@ fn every_error_kind_round_trips_through_the_record() {
     assert_eq!(OutcomeKind::Ok.error_kind(), None);
     assert!(OutcomeKind::Ok.is_ok());
 }
+
+/// Outcomes that come out of order (calls in parallel) are listed in the order their
+/// frames came, each once; abandoned ones are kept in `seq` order; a listed pending frame
+/// shows what it was reserved as until filled; a frame past the list is counted only.
+#[test]
+fn reserved_frames_are_filled_in_arrival_order() {
+    let mut recorder = Recorder::new(3);
+    let pending = frame(OutcomeKind::Error(ErrorKind::Cancelled), false);
+    let a = recorder.reserve(pending.clone());
+    let b = recorder.reserve(pending.clone());
+    let c = recorder.record(frame(OutcomeKind::Ok, false));
+    let d = recorder.reserve(pending.clone());
+    assert_eq!((a, b, c, d), (1, 2, 3, 4));
+    assert_eq!(recorder.snapshot().outcomes[1].outcome, pending.outcome, "pending until filled");
+    // b ends first, abandoned; then d (unlisted) abandoned; then a.
+    recorder.fill(Outcome { seq: b, ..frame(OutcomeKind::Error(ErrorKind::Timeout), true) });
+    recorder.fill(Outcome { seq: d, ..frame(OutcomeKind::Error(ErrorKind::Timeout), true) });
+    recorder.fill(Outcome { seq: a, ..frame(OutcomeKind::Error(ErrorKind::Timeout), true) });
+    // An unknown seq, and filling twice, change nothing.
+    recorder.fill(Outcome { seq: 99, ..frame(OutcomeKind::Ok, true) });
+    recorder.fill(Outcome { seq: 0, ..frame(OutcomeKind::Ok, true) });
+    recorder.fill(Outcome { seq: a, ..frame(OutcomeKind::Error(ErrorKind::Timeout), true) });
+    recorder.undelivered_at(b, "lost");
+    let r = recorder.finish();
+    assert_eq!((r.frames, r.outcomes.len() as u64, r.unlisted), (4, 3, 1));
+    assert_eq!(r.outcomes.iter().map(|o| o.seq).collect::<Vec<_>>(), [1, 2, 3]);
+    assert_eq!(r.abandoned.iter().map(|o| o.seq).collect::<Vec<_>>(), [1, 2, 4]);
+    assert!(r.outcomes[1].fault.as_deref().is_some_and(|f| f.contains("lost")) && !r.outcomes[1].delivered);
+    assert!(!r.abandoned[1].delivered && r.abandoned[0].delivered);
+}
