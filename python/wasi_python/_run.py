@@ -372,14 +372,14 @@ def run(
         and workdir is d[14] and preload is d[15] and mounts is d[16]
         and max_file_calls is d[17] and snapshot is d[18] and network is d[19] and secrets is d[20]
         and display_bytes is d[21] and on_stdout is d[22] and on_stderr is d[23] and on_display is d[24]
-        and _otel.tracer() is None
     ):
-        # The extension takes the commonest calls itself (its answer is the Completed),
-        # or answers None: then checked here.
-        done = _ext.run_plain(argv, stdin)
-        if done is None:
-            return completed_from_ext(_ext.run(*checked_plain_args(argv, stdin)))
-        return done if type(done) is Completed else completed_from_ext(done)  # an Outcome when it showed displays
+        if _otel.tracer() is None:  # a traced run is made by execute, in its span
+            # The extension takes the commonest calls itself (its answer is the Completed),
+            # or answers None: then checked here.
+            done = _ext.run_plain(argv, stdin)
+            if done is None:
+                return completed_from_ext(_ext.run(*checked_plain_args(argv, stdin)))
+            return done if type(done) is Completed else completed_from_ext(done)  # an Outcome when it showed displays
     plan = make_plan(
         argv, stdin, env, grants, memory_bytes, deadline_s, output_bytes, fuel, cancel,
         tools, gate, max_tool_calls, max_tool_request_bytes, host,
