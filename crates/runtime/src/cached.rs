@@ -7,14 +7,16 @@
 //! A file is read whole for its CRC where it is written or unpacked, and again only when
 //! something may have changed it: a second sidecar (`<file>.checked`) records the
 //! identity of the file last found whole (device, inode, length, modification and
-//! change times, as `fstat` gives them), and a check whose file still has that identity
-//! and lies whole in the page cache (`cachestat`) skips the read. Every write to a file,
-//! a rename over it or a truncation changes its identity, and a file read back from the
-//! disk (after a reboot, a crash or memory pressure) is read whole for its CRC again.
-//! What this leaves unchecked is an edit of the cached pages that bypasses the file
-//! system's calls (a raw block device, a clock set back to forge the times): that needs
-//! the user's own rights over the file, which we never hand anyone (the files are 0600,
-//! and one writable by group or others, or owned by another user, is refused).
+//! change times, as `fstat` gives them) and the boot it was found in, and a check whose
+//! file still has that identity in this boot skips the read. Every write to a file, a
+//! truncation or a rename over its name changes its identity, and the first check after
+//! a reboot (a crash, perhaps, before the file reached the disk whole) reads it whole.
+//! What this leaves unchecked is an edit that bypasses the file system's calls or keeps
+//! the file's times (a raw block device, a clock set back), or the disk corrupting data
+//! the page cache dropped and reads back later: that needs the user's own rights over
+//! files that are the user's alone (0600, and one writable by group or others, or owned
+//! by another user, is refused), who could rewrite the sidecars as well; or a disk
+//! failing under the file system. The check guards against accidents, not the user.
 //!
 //! The page cache holds these files in small pieces (folios): each is written in 4 KiB
 //! blocks ([`SparseWriter`]) and read by [`check`] without readahead. The compiled guest
@@ -24,9 +26,10 @@
 //! Linux 6.18 with ext4; every slot then mapped 42-50 MiB of the 82 MiB image for the
 //! few MiB its guest reads, and a process's peak RSS after 200 runs was 183-275 MiB
 //! against 68-78 (docs/dev/perf-log/). The memory they take is the same
-//! either way (the page cache is shared), and so is the run's speed. (A check skips
-//! the read only when every page is cached already, so it never leaves a page to a
-//! later fault's readahead.)
+//! either way (the page cache is shared), and so is the run's speed. A check that skips
+//! the CRC still reads back, without readahead, the pages the page cache dropped since
+//! (memory pressure, or the kernel reclaiming cold pages within seconds on some VMs), so
+//! no page is left to a later fault's readahead ([`refill`]).
 //!
 //! The folder sweeps itself. A process that uses a cache file holds a shared `flock` on
 //! it until it exits ([`check`] and [`seal`] take it); each new file's sealing then
@@ -149,13 +152,27 @@ fn trusted(meta: &std::fs::Metadata) -> bool {
 
 /// What tells one state of a file from another without reading it: a write, a
 /// truncation or a rename over its name changes at least one of these.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 struct Identity {
     dev: u64,
     ino: u64,
     len: u64,
     mtime: (i64, i64),
     ctime: (i64, i64),
+    /// The boot it was found whole in: after a reboot (a crash, perhaps, before the
+    /// file reached the disk whole) it is read whole again.
+    boot: String,
+}
+
+/// This boot's id (`/proc/sys/kernel/random/boot_id`), or empty where there is none.
+fn boot_id() -> &'static str {
+    static BOOT: std::sync::OnceLock<String> = std::sync::OnceLock::new();
+    BOOT.get_or_init(|| {
+        let id = std::fs::read_to_string("/proc/sys/kernel/random/boot_id").unwrap_or_default();
+        let id = id.trim();
+        // One word of at most 64 characters, or none.
+        if id.len() <= 64 && !id.is_empty() && id.bytes().all(|b| b.is_ascii_graphic()) { id.to_owned() } else { "-".to_owned() }
+    })
 }
 
 impl Identity {
@@ -166,12 +183,13 @@ impl Identity {
             len: meta.size(),
             mtime: (meta.mtime(), meta.mtime_nsec()),
             ctime: (meta.ctime(), meta.ctime_nsec()),
+            boot: boot_id().to_owned(),
         }
     }
 
     fn line(&self) -> String {
-        let Identity { dev, ino, len, mtime, ctime } = self;
-        format!("{dev} {ino} {len} {} {} {} {}\n", mtime.0, mtime.1, ctime.0, ctime.1)
+        let Identity { dev, ino, len, mtime, ctime, boot } = self;
+        format!("{dev} {ino} {len} {} {} {} {} {boot}\n", mtime.0, mtime.1, ctime.0, ctime.1)
     }
 
     fn parse(text: &str) -> Option<Identity> {
@@ -183,6 +201,7 @@ impl Identity {
             len: next()?.parse().ok()?,
             mtime: (next()?.parse().ok()?, next()?.parse().ok()?),
             ctime: (next()?.parse().ok()?, next()?.parse().ok()?),
+            boot: next()?.to_owned(),
         };
         next().is_none().then_some(id)
     }
@@ -194,11 +213,11 @@ fn vouch(path: &Path, meta: &std::fs::Metadata) {
     let _ = write_whole(&checked_sidecar(path), Identity::of(meta).line().as_bytes());
 }
 
-/// Whether every page of `file` (of `len` bytes) is in the page cache, by one
-/// `cachestat` call (Linux 6.5+). `false` wherever that cannot be told.
+/// How many pages of `file` from `off` (`len` bytes; 0: to its end) are in the page
+/// cache, by one `cachestat` call (Linux 6.5+); `None` where that cannot be told.
 #[cfg(target_os = "linux")]
 #[expect(unsafe_code, reason = "cachestat(2) has no wrapper in libc or rustix yet")]
-fn resident(file: &File, len: u64) -> bool {
+fn cached_pages(file: &File, off: u64, len: u64) -> Option<u64> {
     use std::os::fd::AsRawFd;
     #[repr(C)]
     struct Range {
@@ -216,21 +235,51 @@ fn resident(file: &File, len: u64) -> bool {
     }
     /// The same number on every architecture (syscalls added since Linux 5.1 share one table).
     const SYS_CACHESTAT: libc::c_long = 451;
-    let range = Range { off: 0, len: 0 };
+    let range = Range { off, len };
     let mut stat = CacheStat::default();
     // SAFETY: the two pointers are to live values of the layouts the kernel reads and
     // writes (struct cachestat_range, struct cachestat); flags must be 0; an old kernel
-    // or a seccomp filter answers ENOSYS or EPERM, which reads as "not resident".
+    // or a seccomp filter answers ENOSYS or EPERM.
     let r = unsafe {
         libc::syscall(SYS_CACHESTAT, file.as_raw_fd(), &raw const range, &raw mut stat, 0 as libc::c_uint)
     };
-    let page = rustix::param::page_size() as u64;
-    r == 0 && stat.nr_cache >= len.div_ceil(page)
+    (r == 0).then_some(stat.nr_cache)
 }
 
 #[cfg(not(target_os = "linux"))]
-fn resident(_file: &File, _len: u64) -> bool {
-    false
+fn cached_pages(_file: &File, _off: u64, _len: u64) -> Option<u64> {
+    None
+}
+
+/// Whether every page of `file` (of `len` bytes) is in the page cache.
+#[cfg(test)]
+fn resident(file: &File, len: u64) -> bool {
+    cached_pages(file, 0, 0).is_some_and(|n| n >= len.div_ceil(rustix::param::page_size() as u64))
+}
+
+/// Brings back into the page cache, without readahead (so in small folios, module docs),
+/// the pages of `file` (`len` bytes, opened by [`open_for_reading_whole`]) it has
+/// dropped since it was last read: the 1 MiB pieces `cachestat` finds short are read.
+/// Memory pressure or the kernel's reclaim of cold pages drops some of a large file's
+/// pages within seconds; a fault would bring them back by readahead, in large folios.
+/// Best effort; where `cachestat` is missing (before Linux 6.5), nothing is read.
+fn refill(file: &File, len: u64) {
+    use std::os::unix::fs::FileExt;
+    const PIECE: u64 = 1 << 20;
+    let page = rustix::param::page_size() as u64;
+    if cached_pages(file, 0, 0).is_none_or(|n| n >= len.div_ceil(page)) {
+        return;
+    }
+    let mut buf = Vec::new();
+    for off in (0..len).step_by(PIECE as usize) {
+        let n = PIECE.min(len - off);
+        if cached_pages(file, off, n).is_some_and(|c| c < n.div_ceil(page)) {
+            buf.resize(n as usize, 0);
+            if file.read_exact_at(&mut buf, off).is_err() {
+                return;
+            }
+        }
+    }
 }
 
 /// The files this process uses, each held open with a shared `flock` until the process
@@ -248,8 +297,9 @@ fn hold(file: File, meta: &std::fs::Metadata) {
 /// The origin of the file at `path` if it is whole: its sidecar exists and names the
 /// file's length and CRC-32. Reads the file whole for the CRC (about 30 ms for the
 /// compiled guest, without readahead) unless its `.checked` sidecar vouches for it as
-/// it is and every page of it is in the page cache (module docs). A whole file is
-/// marked used, and held by this process (a sweep leaves it) until it exits.
+/// it is, in this boot (module docs); then only the pages the page cache dropped are
+/// read again ([`refill`]). A whole file is marked used, and held by this process (a
+/// sweep leaves it) until it exits.
 pub fn check(path: &Path) -> Option<Origin> {
     let side = sidecar(path);
     let (len, crc, origin) = read_sidecar(&side)?;
@@ -262,13 +312,13 @@ pub fn check(path: &Path) -> Option<Origin> {
         return None;
     }
     let vouched = read_small(&checked_sidecar(path)).and_then(|t| Identity::parse(&t)) == Some(Identity::of(&meta));
-    if !(vouched && resident(&file, len)) {
+    if vouched {
+        refill(&file, len);
+    } else {
         if crc_of(&file).ok()? != (crc, len) {
             return None;
         }
-        if !vouched {
-            vouch(path, &meta);
-        }
+        vouch(path, &meta);
     }
     mark_used(&side, SystemTime::now());
     hold(file, &meta);
@@ -517,15 +567,19 @@ impl SparseWriter {
 
     /// Writes what is left and gives the file its full length.
     pub(crate) fn finish(self) -> io::Result<u64> {
-        self.finish_summed().map(|(_, len)| len)
+        self.finish_summed(true).map(|(_, len)| len)
     }
 
-    /// [`SparseWriter::finish`], giving the CRC-32 and length of all that was written.
-    pub(crate) fn finish_summed(mut self) -> io::Result<(u32, u64)> {
+    /// [`SparseWriter::finish`], giving the CRC-32 and length of all that was written;
+    /// written to the disk first only if `sync` (a file that can be unpacked again in a
+    /// second need not be: the first check after a reboot reads it whole).
+    pub(crate) fn finish_summed(mut self, sync: bool) -> io::Result<(u32, u64)> {
         let rest = std::mem::take(&mut self.pending);
         self.block(&rest)?;
         self.file.set_len(self.at)?;
-        self.file.sync_all()?;
+        if sync {
+            self.file.sync_all()?;
+        }
         Ok((self.crc.finalize(), self.at))
     }
 }
@@ -591,7 +645,8 @@ fn find(dirs: &[PathBuf], name: &str) -> Option<Shipped> {
 
 /// Unpacks the shipped copy of the cache file `path` (matched by file name) from `dirs`
 /// into place, checked by its length and zstd's own content checksum, its CRC-32 taken
-/// as it is written (the sidecar's; the file is not read back). A copy made of several
+/// as it is written (the sidecar's; the file is not read back), and not synced to the
+/// disk (the first check after a reboot reads it whole). A copy made of several
 /// frames, each naming its length (as `cargo xtask wheel` packs them), is decompressed
 /// on up to [`UNPACK_THREADS`] threads, frame by frame; any other, as one stream.
 /// `Ok(false)`: none is shipped. `Err`: one is, but it is damaged (the reason).
@@ -619,7 +674,7 @@ pub(crate) fn unpack(dirs: &[PathBuf], path: &Path) -> Result<bool, String> {
                 if copied != shipped.len {
                     return Err(format!("{shown} holds {copied} bytes, its list says {}", shipped.len));
                 }
-                sparse.finish_summed().map_err(|e| format!("writing {}: {e}", tmp.display()))?
+                sparse.finish_summed(false).map_err(|e| format!("writing {}: {e}", tmp.display()))?
             }
         };
         seal_summed(tmp, path, Origin::Unpacked, Some(sum)).map_err(|e| e.to_string())
@@ -934,19 +989,25 @@ pub(crate) mod tests {
 
     #[cfg(target_os = "linux")]
     #[test]
-    fn a_file_vouched_for_and_in_the_page_cache_is_not_read_again_and_one_read_back_from_disk_is() {
+    fn a_file_vouched_for_in_this_boot_is_not_read_again_but_its_dropped_pages_are() {
         let d = tempdir();
         let path = sealed(&d, &noise());
         // A sidecar that names another CRC (the same length): only a whole read can tell.
         let (len, _, origin) = read_sidecar(&sidecar(&path)).unwrap();
         write_whole(&sidecar(&path), format!("{len} 00000000 {}\n", origin.as_str()).as_bytes()).unwrap();
-        assert!(resident(&File::open(&path).unwrap(), len), "just written, so in the page cache");
-        assert_eq!(check(&path), Some(Origin::Compiled), "vouched for and resident: not read");
-        // Out of the page cache: the next check reads it whole, and the CRC decides.
+        assert_eq!(check(&path), Some(Origin::Compiled), "vouched for: not read");
+        // Out of the page cache (written back first: dirty pages stay): still vouched
+        // for, and read back in.
         let file = File::open(&path).unwrap();
         file.sync_all().unwrap();
         rustix::fs::fadvise(&file, 0, None, rustix::fs::Advice::DontNeed).unwrap();
         assert!(!resident(&file, len));
+        assert_eq!(check(&path), Some(Origin::Compiled));
+        assert!(resident(&file, len), "the dropped pages are read back");
+        // Vouched for in another boot: read whole, and the CRC decides.
+        let mut id = Identity::parse(&std::fs::read_to_string(checked_sidecar(&path)).unwrap()).unwrap();
+        id.boot = "another-boot".into();
+        write_whole(&checked_sidecar(&path), id.line().as_bytes()).unwrap();
         assert_eq!(check(&path), None);
         // Without its `.checked` sidecar, a file is read whole too.
         let path = sealed(&d, &body());
