@@ -60,6 +60,8 @@ def find_spec(name, path=None, target=None):
             return _pyplot_spec(path, target)
         if name == "urllib.request":
             return _urllib_spec(path, target)
+        if name == "asyncio.selector_events":
+            return _spec_then(name, path, target, _asyncio_without_self_pipe)
         return None
     if _bundle is None:
         _bundle = _read_bundle()
@@ -447,6 +449,65 @@ def _urllib_spec(path, target):
     return None
 
 
+def _spec_then(name, path, target, then):
+    """`name`'s spec, as the finders after this one find it, with a loader that calls
+    `then(module)` once the module is executed (then leaves it its own loader)."""
+    me = sys.modules[__name__]
+    for finder in sys.meta_path:
+        find = getattr(finder, "find_spec", None) if finder is not me else None
+        spec = find(name, path, target) if find is not None else None
+        if spec is not None:
+            if hasattr(spec.loader, "exec_module"):
+                spec.loader = _ThenLoader(spec.loader, then)
+            return spec
+    return None
+
+
+class _ThenLoader:
+    """A module's own loader, which `_spec_then` wraps."""
+
+    def __init__(self, loader, then):
+        self.loader = loader
+        self.then = then
+
+    def create_module(self, spec):
+        return self.loader.create_module(spec)
+
+    def exec_module(self, module):
+        spec = module.__spec__
+        spec.loader = module.__loader__ = self.loader
+        self.loader.exec_module(module)
+        self.then(module)
+
+    def __getattr__(self, name):
+        return getattr(self.loader, name)
+
+
+def _asyncio_without_self_pipe(selector_events):
+    """asyncio's event loops run in the guest: a loop's self-pipe (a socket pair, which
+    wakes it from other threads and signal handlers) cannot be made on wasm32-wasip1,
+    where neither exists, so a loop goes without one (`asyncio.run` failed with
+    ENOTSUP). host.tools' calls in parallel wait in the loop's selector (host/_aio.py)."""
+    cls = selector_events.BaseSelectorEventLoop
+    make, close = cls._make_self_pipe, cls._close_self_pipe
+    if getattr(make, "_wasi_python", False):
+        return
+
+    def _make_self_pipe(self):
+        try:
+            make(self)
+        except OSError:
+            self._ssock = self._csock = None
+
+    def _close_self_pipe(self):
+        if self._ssock is not None:
+            close(self)
+
+    _make_self_pipe._wasi_python = True
+    cls._make_self_pipe = _make_self_pipe
+    cls._close_self_pipe = _close_self_pipe
+
+
 class _UrllibLoader:
     """urllib.request's own loader, which `_urllib_spec` wraps."""
 
@@ -689,6 +750,8 @@ def preload(names):
     _warm()
     if "matplotlib.pyplot" in sys.modules:
         _hook_pyplot(sys.modules["matplotlib.pyplot"])
+    if "asyncio.selector_events" in sys.modules:
+        _asyncio_without_self_pipe(sys.modules["asyncio.selector_events"])
     _bundle_loaded()
     _hold()
     global _host_call, _image_env, _rng_views

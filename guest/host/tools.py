@@ -5,12 +5,19 @@ bool, int, float, str, list, tuple, dict with str keys) or bytes, and the
 result comes back the same way. A refused or failed call raises a
 host.ToolError subclass, and the program runs on. __all__ lists the tools
 this run offers.
+
+In a coroutine running on an asyncio loop, a call returns an awaitable
+instead, and the call starts at once: `await tools.a(...)`, or
+`await asyncio.gather(tools.a(...), tools.b(...))` to have the host run
+them at the same time. Anywhere else (a plain function, even one a
+coroutine calls) a call returns its result.
 """
 
 # Every module-level name here but the tools, __all__ and __getattr__ starts with
 # "_": tool names start with a letter, so a tool can never shadow a helper.
 
 import json as _json
+import sys as _sys
 from binascii import a2b_base64 as _a2b
 from binascii import b2a_base64 as _b2a
 
@@ -122,6 +129,12 @@ def _read(raw, rid, prefix):
         answer = _decode(raw.decode("utf-8"))
     except (ValueError, RecursionError):  # UnicodeDecodeError is a ValueError
         raise _pkg.ToolProtocolError(prefix + "the answer is not JSON") from None
+    return _checked(answer, rid, prefix)
+
+
+def _checked(answer, rid, prefix):
+    """`answer` (decoded JSON), if it is a protocol 1 object with id `rid` (or null)
+    and an ok; else ToolProtocolError."""
     if type(answer) is not dict or type(answer.get("v")) is not int:
         raise _pkg.ToolProtocolError(prefix + "the answer is not a protocol 1 object")
     if answer["v"] != 1:
@@ -308,18 +321,27 @@ def _check(tool, arguments):
 # ------------------------------------------------------------------------ calls
 
 
-def _call(tool, args, kwargs):
+def _body(tool, args, kwargs):
+    """The call's `args` object, as bytes; or ToolArgumentError, sending nothing."""
     arguments = tool.bind(args, kwargs)
-    if arguments:
-        _check(tool, arguments)
-        try:
-            body = _encode(arguments).encode("utf-8")
-        except UnicodeEncodeError:
-            from host._lazy import surrogate_error
+    if not arguments:
+        return b"{}"
+    _check(tool, arguments)
+    try:
+        return _encode(arguments).encode("utf-8")
+    except UnicodeEncodeError:
+        from host._lazy import surrogate_error
 
-            raise surrogate_error(tool, arguments) from None
-    else:
-        body = b"{}"
+        raise surrogate_error(tool, arguments) from None
+
+
+def _call(tool, args, kwargs):
+    return _send(tool, _body(tool, args, kwargs))
+
+
+def _send(tool, body):
+    """Calls `tool` with its encoded arguments and waits for its answer: the value, or
+    the exception the answer carries raised."""
     rid = _pkg._last_id + 1
     _pkg._last_id = rid
     frame = b'{"v":1,"id":%d,"op":"call","tool":"%s","args":%s}' % (
@@ -543,8 +565,42 @@ def _valid_name(name):
     )
 
 
+# Code flags of a coroutine's frame (CO_COROUTINE, CO_ITERABLE_COROUTINE,
+# CO_ASYNC_GENERATOR): a call written in one may be awaited.
+_ASYNC_CODE = 0x80 | 0x100 | 0x200
+# Code that runs in a frame of its own inside the one that wrote it: a generator
+# expression (and, before Python 3.12, a comprehension).
+_NESTED = frozenset(("<genexpr>", "<listcomp>", "<setcomp>", "<dictcomp>"))
+_modules = _sys.modules
+_frame = _sys._getframe
+# What host._aio makes of a call written in a coroutine on a running asyncio loop: set
+# on the first such call (importing it costs a run that never makes one nothing).
+_parallel = None
+# How many calls the host runs at once for this guest (its list answer's
+# "max_in_flight"); 0: the host runs one call at a time.
+_max_in_flight = 0
+
+
+def _loop():
+    """The asyncio loop running in this thread, or None (asyncio not imported: none)."""
+    events = _modules.get("asyncio.events")
+    return None if events is None else events._get_running_loop()
+
+
 def _function(tool, descriptor):
     def function(*args, **kwargs):
+        # Written in a coroutine (or in a generator expression in one) that runs on an
+        # asyncio loop: an awaitable, the call started on the host at once (host/_aio.py).
+        code = _frame(1).f_code
+        if code.co_flags & _ASYNC_CODE or (
+            code.co_name in _NESTED and _frame(2).f_code.co_flags & _ASYNC_CODE
+        ):
+            loop = _loop()
+            if loop is not None:
+                global _parallel
+                if _parallel is None:
+                    from host._aio import call as _parallel
+                return _parallel(loop, tool, args, kwargs)
         return _call(tool, args, kwargs)
 
     # Tracebacks name the tool, not this factory.
@@ -591,6 +647,9 @@ def _load():
         functions[name] = None
     for descriptor in listed:
         functions[descriptor["name"]] = _function(_Tool(descriptor), descriptor)
+    global _max_in_flight
+    most = answer.get("max_in_flight")
+    _max_in_flight = most if type(most) is int and most > 0 else 0
     return functions
 
 
