@@ -367,6 +367,17 @@ fn kind_of(name: &str) -> Option<(&'static str, usize)> {
     }
 }
 
+/// The cache file that `name` lies beside (its `.sum`, `.checked`, or an image's `.sha256`
+/// and build `.lock`), if `name` is one of those.
+fn beside_of(name: &str) -> Option<String> {
+    if let Some(file) = name.strip_suffix(".sum").or_else(|| name.strip_suffix(".checked")) {
+        return kind_of(file).is_some().then(|| file.to_owned());
+    }
+    let stem = name.strip_suffix(".sha256").or_else(|| name.strip_suffix(".lock"))?;
+    let image = format!("{stem}.img");
+    kind_of(&image).is_some().then_some(image)
+}
+
 /// The guest a cache file belongs to: its name up to the first `-` (`kind_of`).
 fn guest_of(name: &str) -> &str {
     name.split_once('-').map_or(name, |(g, _)| g)
@@ -392,9 +403,17 @@ fn sweep(dir: &Path, keep: &Path, now: SystemTime) -> Vec<String> {
         if !entry.file_type().is_ok_and(|t| t.is_file()) {
             continue;
         }
+        let stale = || entry.metadata().and_then(|m| m.modified()).is_ok_and(|t| now.duration_since(t).is_ok_and(|d| d >= STALE_TEMP));
         if name.starts_with('.') && name.ends_with(".tmp") {
-            let stale = entry.metadata().and_then(|m| m.modified()).is_ok_and(|t| now.duration_since(t).is_ok_and(|d| d >= STALE_TEMP));
-            if stale && std::fs::remove_file(entry.path()).is_ok() {
+            if stale() && std::fs::remove_file(entry.path()).is_ok() {
+                removed.push(name);
+            }
+            continue;
+        }
+        if let Some(of) = beside_of(&name) {
+            // What lies beside a file that is gone (an image whose build failed leaves its
+            // `.lock`): removed once stale, a lock only if no builder holds it.
+            if !dir.join(&of).exists() && stale() && remove_unheld(&entry.path()) == Some(true) {
                 removed.push(name);
             }
             continue;
@@ -1121,6 +1140,16 @@ pub(crate) mod tests {
         File::options().append(true).open(&stale_tmp).unwrap().set_modified(now - 2 * DAY).unwrap();
         let fresh_tmp = d.join(format!(".{}.def456.tmp", key('b', 0, "img")));
         std::fs::write(&fresh_tmp, b"half").unwrap();
+        // A failed build's lock and a sidecar whose file is gone, a day and more ago; a
+        // build's lock taken now (its image not written yet).
+        let stale_lock = d.join(key('c', 1, "lock"));
+        let stale_sum = d.join(format!("{}.sum", key('c', 2, "img")));
+        for p in [&stale_lock, &stale_sum] {
+            std::fs::write(p, b"").unwrap();
+            File::options().append(true).open(p).unwrap().set_modified(now - 2 * DAY).unwrap();
+        }
+        let fresh_lock = d.join(key('c', 3, "lock"));
+        std::fs::write(&fresh_lock, b"").unwrap();
 
         let new = seal_as(&d, &key('b', 0, "img"), &body());
         let left = listing(&d);
@@ -1137,6 +1166,10 @@ pub(crate) mod tests {
             assert_eq!(here(p), i < KEEP_COMPILED, "compiled {i}");
         }
         assert!(!here(&stale_tmp) && here(&fresh_tmp));
+        // What lay beside files long gone, stale: removed; a build's lock of this moment stays.
+        for (name, left) in [(&stale_lock, false), (&stale_sum, false), (&fresh_lock, true)] {
+            assert_eq!(here(name), left, "{}", name.display());
+        }
         // The held files are still whole (not checked here: this process would hold it too).
         assert_eq!(std::fs::read(&images[15]).unwrap(), body());
         assert!(read_sidecar(&sidecar(&images[15])).is_some());
