@@ -23,7 +23,8 @@ pub enum ErrorKind {
     Cancelled,
     /// A request over 1 MiB or an answer over 16 MiB; `ToolTooLarge`.
     TooLarge,
-    /// The run's frame or request-byte budget is spent; `ToolBudgetExceeded`.
+    /// The run's frame or request-byte budget is spent, or a start finds the most calls
+    /// in flight; `ToolBudgetExceeded`.
     BudgetExceeded,
 }
 
