@@ -40,17 +40,17 @@ def call(loop, tool, args, kwargs):
     """Starts `tool` with these arguments: a future of `loop`, with the call's result or
     the exception it raised. Argument errors are the future's too."""
     future = loop.create_future()
+    if not _tools._max_in_flight or not _drive(loop):
+        # The host runs one call at a time (or the loop is not a selector loop): now.
+        try:
+            future.set_result(_tools._call(tool, args, kwargs))
+        except Exception as e:  # noqa: BLE001 - raised where the call is awaited
+            future.set_exception(e)
+        return future
     try:
         body = _tools._body(tool, args, kwargs)
     except Exception as e:  # noqa: BLE001 - raised where the call is awaited
         future.set_exception(e)
-        return future
-    if not _tools._max_in_flight or not _drive(loop):
-        # The host runs one call at a time (or the loop is not a selector loop): now.
-        try:
-            future.set_result(_tools._send(tool, body))
-        except Exception as e:  # noqa: BLE001
-            future.set_exception(e)
         return future
     if len(_inflight) >= _tools._max_in_flight:
         _queued.append((future, tool, body))

@@ -336,12 +336,18 @@ def _body(tool, args, kwargs):
 
 
 def _call(tool, args, kwargs):
-    return _send(tool, _body(tool, args, kwargs))
+    # `_body`'s lines, inline: a sync call's path is the one most runs take.
+    arguments = tool.bind(args, kwargs)
+    if arguments:
+        _check(tool, arguments)
+        try:
+            body = _encode(arguments).encode("utf-8")
+        except UnicodeEncodeError:
+            from host._lazy import surrogate_error
 
-
-def _send(tool, body):
-    """Calls `tool` with its encoded arguments and waits for its answer: the value, or
-    the exception the answer carries raised."""
+            raise surrogate_error(tool, arguments) from None
+    else:
+        body = b"{}"
     rid = _pkg._last_id + 1
     _pkg._last_id = rid
     frame = b'{"v":1,"id":%d,"op":"call","tool":"%s","args":%s}' % (
@@ -581,26 +587,22 @@ _parallel = None
 _max_in_flight = 0
 
 
-def _loop():
-    """The asyncio loop running in this thread, or None (asyncio not imported: none)."""
-    events = _modules.get("asyncio.events")
-    return None if events is None else events._get_running_loop()
-
-
 def _function(tool, descriptor):
     def function(*args, **kwargs):
         # Written in a coroutine (or in a generator expression in one) that runs on an
         # asyncio loop: an awaitable, the call started on the host at once (host/_aio.py).
-        code = _frame(1).f_code
-        if code.co_flags & _ASYNC_CODE or (
-            code.co_name in _NESTED and _frame(2).f_code.co_flags & _ASYNC_CODE
-        ):
-            loop = _loop()
-            if loop is not None:
-                global _parallel
-                if _parallel is None:
-                    from host._aio import call as _parallel
-                return _parallel(loop, tool, args, kwargs)
+        # Without asyncio imported, no loop runs: one look at sys.modules.
+        if "asyncio.events" in _modules:
+            code = _frame(1).f_code
+            if code.co_flags & _ASYNC_CODE or (
+                code.co_name in _NESTED and _frame(2).f_code.co_flags & _ASYNC_CODE
+            ):
+                loop = _modules["asyncio.events"]._get_running_loop()
+                if loop is not None:
+                    global _parallel
+                    if _parallel is None:
+                        from host._aio import call as _parallel
+                    return _parallel(loop, tool, args, kwargs)
         return _call(tool, args, kwargs)
 
     # Tracebacks name the tool, not this factory.
