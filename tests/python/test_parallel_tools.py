@@ -305,3 +305,59 @@ print(asyncio.run(main()))
     done = run(["-c", code], deadline_s=BOUND_S)
     assert done.ok, done.stderr
     assert done.stdout.decode().split() == ["done", "done"]
+
+
+def test_a_session_turn_gathers_and_its_record_lists_the_calls():
+    from wasi_python import Session
+
+    o = Overlap("ab", sleep_s=0.2)
+    with Session(tools=o.tools, deadline_s=BOUND_S) as s:
+        first = s.run("import asyncio\nfrom host import tools")
+        assert first.ok, first.stderr
+        turn = s.run("async def both():\n    return await asyncio.gather(tools.a(1), tools.b(2))\nprint(asyncio.run(both()))")
+        assert turn.ok, turn.stderr
+        assert turn.stdout.decode().strip() == "[2, 4]"
+        assert [(x.tool, x.outcome) for x in turn.tools.outcomes] == [("a", "ok"), ("b", "ok")]
+    assert o.most == 2
+
+
+def test_run_async_gathers_in_the_guest_too():
+    import asyncio
+
+    from wasi_python import run_async
+
+    lock = threading.Lock()
+    state = {"running": 0, "most": 0}
+
+    async def slow(x: int) -> int:
+        with lock:
+            state["running"] += 1
+            state["most"] = max(state["most"], state["running"])
+        await asyncio.sleep(0.2)
+        with lock:
+            state["running"] -= 1
+        return x + 1
+
+    async def main():
+        return await run_async(["-c", GATHER.replace("tools.b", "tools.slow").replace("tools.c", "tools.slow").replace("tools.a", "tools.slow")],
+                               tools=[tool(slow)], deadline_s=BOUND_S)
+
+    loop = asyncio.new_event_loop()
+    try:
+        done = loop.run_until_complete(asyncio.wait_for(main(), 2 * BOUND_S))
+    finally:
+        loop.close()
+    assert done.ok, done.stderr
+    assert done.stdout.decode().strip() == "[2, 3, 4]"
+    assert state["most"] == 3
+
+
+def test_asyncio_runs_from_an_image_that_holds_it():
+    """An image whose preload imported asyncio makes its loops without a self-pipe too
+    (the boot module's preload, since no later import finds the module)."""
+    from wasi_python import run
+
+    code = "import asyncio\nasync def main(): return 'done'\nprint(asyncio.run(main()))"
+    done = run(["-c", code], preload=["asyncio"], deadline_s=BOUND_S)
+    assert done.ok, done.stderr
+    assert done.stdout.decode().strip() == "done"
