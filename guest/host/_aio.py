@@ -2,7 +2,7 @@
 
 A tool called in a coroutine on a running asyncio loop (host.tools decides) comes here:
 its call is sent as a `start` frame, which the host answers at once while the tool runs
-on a thread of its own, and the caller gets a future of the loop. The loop's selector is
+on a thread of its own, and the caller gets a coroutine that awaits a future of the loop. The loop's selector is
 wrapped (once per loop) so that, while calls are in flight, the loop's wait for I/O and
 timers is also a `wait` frame for their answers:
 
@@ -37,8 +37,33 @@ _MAX_WAIT_IDS = 64
 
 
 def call(loop, tool, args, kwargs):
-    """Starts `tool` with these arguments: a future of `loop`, with the call's result or
-    the exception it raised. Argument errors are the future's too."""
+    """Starts `tool` with these arguments, and gives the coroutine that awaits its answer:
+    the call's result, or the exception it raised (argument errors included). A coroutine,
+    as an `async def` tool would give: `await`, `asyncio.gather`, `create_task` and task
+    groups take it; the call runs whether or not it is awaited."""
+    return _awaiting(tool)(_started(loop, tool, args, kwargs))
+
+
+# {tool name: the coroutine function that awaits its calls, named as the tool}.
+_awaiters = {}
+
+
+async def _await(future):
+    return await future
+
+
+def _awaiting(tool):
+    """The coroutine function that awaits a call of `tool`, named as it (so a coroutine
+    never awaited is named in Python's warning)."""
+    f = _awaiters.get(tool.name)
+    if f is None:
+        code = _await.__code__.replace(co_name=tool.name, co_qualname=tool.name)
+        f = _awaiters[tool.name] = type(_await)(code, globals(), tool.name)
+    return f
+
+
+def _started(loop, tool, args, kwargs):
+    """Starts the call: a future of `loop` with its outcome."""
     future = loop.create_future()
     if not _tools._max_in_flight or not _drive(loop):
         # The host runs one call at a time (or the loop is not a selector loop): now.

@@ -6,8 +6,8 @@ result comes back the same way. A refused or failed call raises a
 host.ToolError subclass, and the program runs on. __all__ lists the tools
 this run offers.
 
-In a coroutine running on an asyncio loop, a call returns an awaitable
-instead, and the call starts at once: `await tools.a(...)`, or
+In a coroutine running on an asyncio loop, a call returns a coroutine
+instead (as an async def would), and the call starts at once: `await tools.a(...)`, or
 `await asyncio.gather(tools.a(...), tools.b(...))` to have the host run
 them at the same time. Anywhere else (a plain function, even one a
 coroutine calls) a call returns its result.
@@ -590,7 +590,7 @@ _max_in_flight = 0
 def _function(tool, descriptor):
     def function(*args, **kwargs):
         # Written in a coroutine (or in a generator expression in one) that runs on an
-        # asyncio loop: an awaitable, the call started on the host at once (host/_aio.py).
+        # asyncio loop: a coroutine, the call started on the host at once (host/_aio.py).
         # Without asyncio imported, no loop runs: one look at sys.modules.
         if "asyncio.events" in _modules:
             code = _frame(1).f_code

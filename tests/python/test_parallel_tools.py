@@ -361,3 +361,21 @@ def test_asyncio_runs_from_an_image_that_holds_it():
     done = run(["-c", code], preload=["asyncio"], deadline_s=BOUND_S)
     assert done.ok, done.stderr
     assert done.stdout.decode().strip() == "done"
+
+
+def test_a_task_group_runs_the_calls_at_once():
+    o = Overlap("ab", sleep_s=0.3)
+    code = """
+import asyncio
+from host import tools
+async def main():
+    async with asyncio.TaskGroup() as group:
+        a = group.create_task(tools.a(1))
+        b = group.create_task(tools.b(2))
+    return a.result(), b.result()
+print(asyncio.run(main()))
+"""
+    done = guest(code, o.tools)
+    assert done.ok, done.stderr
+    assert done.stdout.decode().strip() == "(2, 4)"
+    assert o.most == 2
