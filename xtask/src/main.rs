@@ -1,4 +1,4 @@
-//! Project chores that cargo does not do: `cargo xtask <dist|test|bench|demo|venv|fuzz|wheel>`.
+//! Project chores that cargo does not do: `cargo xtask <dist|test|bench|demo|venv|fuzz|wheel|sdist>`.
 //!
 //! - `dist`: lays out the guest artifacts (pinned wheel, checked, plus our guest
 //!   `host` package) and precompiles the guest for this host's wasmtime.
@@ -9,10 +9,15 @@
 //! - `demo`: runs the guide's examples (the README's first command).
 //! - `fuzz`: runs the cargo-fuzz targets (nightly) for a given time each.
 //! - `wheel`: the installable wheels (the extension with the artifacts, and the guest
-//!   compiled ahead of time); `--check` installs them into a new venv and tries them.
+//!   compiled ahead of time); `--check` installs them into a new venv and tries them;
+//!   `--target aarch64` builds the pair for ARM Linux here (and checks it under qemu).
+//! - `sdist`: the source distribution for other platforms; `--check` installs it into a
+//!   new venv (the extension compiled there) and tries it.
 
+mod cross;
 mod dist;
 mod fuzz;
+mod sdist;
 mod tidy;
 mod util;
 mod wheel;
@@ -33,6 +38,7 @@ fn main() -> Result<()> {
         Some("venv") => util::venv().map(|_| ()),
         Some("fuzz") => fuzz::fuzz(rest()),
         Some("wheel") => wheel::wheel(rest()),
+        Some("sdist") => sdist::sdist(rest()),
         _ => bail!(
             "usage: cargo xtask <command>\n\
              \n  dist    lay out and precompile the guest artifacts\
@@ -40,7 +46,9 @@ fn main() -> Result<()> {
              \n  bench   run the benchmarks (criterion and the Python API)\
              \n  demo    run the guide's examples\
              \n  venv    build the Python extension into .venv\
-             \n  wheel   build the installable wheels: [--check] installs and tries them\
+             \n  wheel   build the installable wheels: [--check] installs and tries them,\
+             \n          [--target aarch64] the pair for ARM Linux (tried under qemu-user)\
+             \n  sdist   build the source distribution: [--check] installs it (compiling) and tries it\
              \n  fuzz    run the fuzz targets: [--time SECS] [TARGET...] (nightly, cargo-fuzz)"
         ),
     }

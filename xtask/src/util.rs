@@ -168,7 +168,7 @@ pub(crate) fn demo() -> Result<()> {
     run(Command::new(&py).arg("examples/demo.py").current_dir(workspace_root()))
 }
 
-fn which(name: &str) -> Option<PathBuf> {
+pub(crate) fn which(name: &str) -> Option<PathBuf> {
     std::env::split_paths(&std::env::var_os("PATH")?)
         .map(|d| d.join(name))
         .find(|p| p.is_file())

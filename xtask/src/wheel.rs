@@ -24,7 +24,7 @@ use sha2::{Digest, Sha256};
 
 use crate::util::{run, target_dir, workspace_root};
 
-const COMPILED_NAME: &str = "wasi-python-sandbox-compiled";
+pub(crate) const COMPILED_NAME: &str = "wasi-python-sandbox-compiled";
 const COMPILED_PKG: &str = "wasi_python_compiled";
 const COMPILED_MAGIC: &str = "wasi-python-compiled 1";
 /// zstd's level for the shipped files, measured on the compiled guest (246 MB): 9 gives
@@ -38,10 +38,18 @@ const ZSTD_LEVEL: i32 = 9;
 const ZSTD_FRAME: usize = 16 << 20;
 
 pub(crate) fn wheel(args: Vec<String>) -> Result<()> {
+    // `--target aarch64`: the pair for ARM Linux, built here (cross.rs).
+    if let Some(at) = args.iter().position(|a| a == "--target") {
+        let mut rest = args.clone();
+        let target = rest.drain(at..(at + 2).min(args.len())).nth(1);
+        ensure!(target.as_deref() == Some("aarch64"), "usage: cargo xtask wheel [--check] [--target aarch64]");
+        ensure!(rest.iter().all(|a| a == "--check"), "usage: cargo xtask wheel [--check] [--target aarch64]");
+        return crate::cross::wheel(!rest.is_empty());
+    }
     let check = match args.as_slice() {
         [] => false,
         [a] if a == "--check" => true,
-        _ => bail!("usage: cargo xtask wheel [--check]"),
+        _ => bail!("usage: cargo xtask wheel [--check] [--target aarch64]"),
     };
     let dist = crate::dist::dist()?;
     let py = crate::util::venv()?;
@@ -51,25 +59,8 @@ pub(crate) fn wheel(args: Vec<String>) -> Result<()> {
     fs::create_dir_all(&out)?;
     let version = package_version()?;
 
-    // The shipped files: what this machine's cache holds for the portable CPU level.
-    let report = Command::new(&py)
-        .args(["-c", "import sys, wasi_python._run as r; print(r._shippable(sys.argv[1]))"])
-        .arg(&dist)
-        .output()
-        .context("asking the package for its compiled files")?;
-    ensure!(report.status.success(), "{}", String::from_utf8_lossy(&report.stderr));
-    let report = String::from_utf8(report.stdout)?;
-    let mut files = Vec::new();
-    for line in report.lines() {
-        match line.split_once(' ') {
-            Some(("cpu", level)) => ensure!(
-                level == "x86-64-v2",
-                "this machine compiles for {level}, not x86-64-v2: its code cannot be shipped"
-            ),
-            Some(("file", path)) => files.push(PathBuf::from(path)),
-            _ => bail!("unexpected line from _shippable: {line:?}"),
-        }
-    }
+    let (level, files) = shippable(&dist, &py)?;
+    ensure!(level == "x86-64-v2", "this machine compiles for {level}, not x86-64-v2: its code cannot be shipped");
     ensure!(files.len() == 2, "expected the compiled guest and the default snapshot, got {files:?}");
 
     let t = Instant::now();
@@ -87,7 +78,7 @@ pub(crate) fn wheel(args: Vec<String>) -> Result<()> {
 
     let t = Instant::now();
     let companion = out.join(format!("{}-{version}-py3-none-{tag}.whl", COMPILED_NAME.replace('-', "_")));
-    write_companion(&companion, &version, &tag, &files)?;
+    write_companion(&companion, &version, &tag, &files, &level)?;
     eprintln!("wheel: compiled guest packed in {:.0} s", t.elapsed().as_secs_f64());
     for w in [&main, &companion] {
         eprintln!("wheel: {} ({:.1} MB)", w.display(), fs::metadata(w)?.len() as f64 / 1e6);
@@ -98,7 +89,28 @@ pub(crate) fn wheel(args: Vec<String>) -> Result<()> {
     Ok(())
 }
 
-fn package_version() -> Result<String> {
+/// The shipped files, as the package names them: the CPU level this machine compiles
+/// for, and what its cache holds for it (the compiled guest, the default snapshot).
+pub(crate) fn shippable(dist: &Path, py: &Path) -> Result<(String, Vec<PathBuf>)> {
+    let report = Command::new(py)
+        .args(["-c", "import sys, wasi_python._run as r; print(r._shippable(sys.argv[1]))"])
+        .arg(dist)
+        .output()
+        .context("asking the package for its compiled files")?;
+    ensure!(report.status.success(), "{}", String::from_utf8_lossy(&report.stderr));
+    let report = String::from_utf8(report.stdout)?;
+    let (mut level, mut files) = (None, Vec::new());
+    for line in report.lines() {
+        match line.split_once(' ') {
+            Some(("cpu", l)) => level = Some(l.to_owned()),
+            Some(("file", path)) => files.push(PathBuf::from(path)),
+            _ => bail!("unexpected line from _shippable: {line:?}"),
+        }
+    }
+    Ok((level.context("_shippable named no CPU level")?, files))
+}
+
+pub(crate) fn package_version() -> Result<String> {
     let text = fs::read_to_string(workspace_root().join("pyproject.toml"))?;
     text.lines()
         .find_map(|l| l.strip_prefix("version = \""))
@@ -107,7 +119,7 @@ fn package_version() -> Result<String> {
         .context("pyproject.toml has no version line")
 }
 
-fn only_wheel(dir: &Path) -> Result<PathBuf> {
+pub(crate) fn only_wheel(dir: &Path) -> Result<PathBuf> {
     let mut found = fs::read_dir(dir)?
         .filter_map(|e| e.ok().map(|e| e.path()))
         .filter(|p| p.extension().is_some_and(|e| e == "whl"));
@@ -117,7 +129,7 @@ fn only_wheel(dir: &Path) -> Result<PathBuf> {
 }
 
 /// `wasi_python_sandbox-0.1.0-cp310-abi3-manylinux_2_34_x86_64.whl` -> `manylinux_2_34_x86_64`.
-fn platform_tag(wheel: &Path) -> Result<String> {
+pub(crate) fn platform_tag(wheel: &Path) -> Result<String> {
     let name = wheel.file_stem().and_then(|s| s.to_str()).context("wheel name")?;
     let parts: Vec<&str> = name.split('-').collect();
     ensure!(parts.len() == 5, "unexpected wheel name {name}");
@@ -156,7 +168,7 @@ fn with_requirement(text: &str, req: &str) -> String {
 
 /// Rewrites the wheel with `Requires-Dist: req` in its METADATA (the other entries are
 /// copied as they are, compressed), and its RECORD to match.
-fn add_requirement(wheel: &Path, req: &str) -> Result<()> {
+pub(crate) fn add_requirement(wheel: &Path, req: &str) -> Result<()> {
     let tmp = wheel.with_extension("whl.tmp");
     {
         let mut src = zip::ZipArchive::new(File::open(wheel)?)?;
@@ -208,8 +220,8 @@ fn compress_in_frames(body: &[u8]) -> Result<Vec<u8>> {
 }
 
 /// The companion wheel: `wasi_python_compiled/` with each file zstd-compressed and its
-/// `COMPILED` list, stored (not deflated again).
-fn write_companion(path: &Path, version: &str, tag: &str, files: &[PathBuf]) -> Result<()> {
+/// `COMPILED` list, stored (not deflated again); `level` names the CPU level of its code.
+pub(crate) fn write_companion(path: &Path, version: &str, tag: &str, files: &[PathBuf], level: &str) -> Result<()> {
     let dist_info = format!("{}-{version}.dist-info", COMPILED_NAME.replace('-', "_"));
     let mut entries: Vec<(String, Vec<u8>)> = Vec::new();
     let mut list = format!("{COMPILED_MAGIC}\n");
@@ -224,15 +236,17 @@ fn write_companion(path: &Path, version: &str, tag: &str, files: &[PathBuf]) -> 
     entries.push((format!("{COMPILED_PKG}/COMPILED"), list.into_bytes()));
     entries.push((
         format!("{COMPILED_PKG}/__init__.py"),
-        b"\"\"\"The wasi_python guest compiled ahead of time for x86-64-v2 (wasmtime 48), and the\n\
-          default preload's snapshot: data the wasi_python runtime unpacks into its cache.\"\"\"\n"
-            .to_vec(),
+        format!(
+            "\"\"\"The wasi_python guest compiled ahead of time for {level} (wasmtime 48), and the\n\
+             default preload's snapshot: data the wasi_python runtime unpacks into its cache.\"\"\"\n"
+        )
+        .into_bytes(),
     ));
     entries.push((
         format!("{dist_info}/METADATA"),
         format!(
             "Metadata-Version: 2.1\nName: {COMPILED_NAME}\nVersion: {version}\n\
-             Summary: The guest of wasi-python-sandbox, compiled ahead of time for x86-64-v2.\n\
+             Summary: The guest of wasi-python-sandbox, compiled ahead of time for {level}.\n\
              License: Apache-2.0\nRequires-Python: >=3.10\n"
         )
         .into_bytes(),
