@@ -71,6 +71,34 @@ impl PageFile {
         self.file.write_all_at(bytes, at)
     }
 
+    /// `slices`, one after another, from `at`.
+    pub(crate) fn write_all_vectored_at(&self, mut slices: &[&[u8]], mut at: u64) -> std::io::Result<()> {
+        let mut skip = 0usize; // bytes of `slices[0]` already written
+        while let Some(first) = slices.first() {
+            let batch: Vec<std::io::IoSlice<'_>> = std::iter::once(&first[skip..])
+                .chain(slices[1..].iter().copied())
+                .take(1024)
+                .map(std::io::IoSlice::new)
+                .collect();
+            let mut n = rustix::io::pwritev(&*self.file, &batch, at).map_err(std::io::Error::from)?;
+            if n == 0 {
+                return Err(std::io::ErrorKind::WriteZero.into());
+            }
+            at += n as u64;
+            while let Some(first) = slices.first() {
+                let left = first.len() - skip;
+                if n < left {
+                    skip += n;
+                    break;
+                }
+                n -= left;
+                skip = 0;
+                slices = &slices[1..];
+            }
+        }
+        Ok(())
+    }
+
     /// No more writes, growing or shrinking (a memfd's seals; a no-op elsewhere): the
     /// file is shared by every fork that maps it.
     pub(crate) fn seal(&self) {
@@ -173,6 +201,11 @@ impl Layout {
             .map_err(std::io::Error::other)
     }
 
+    /// Whether [`Layout::view`] has been made (so using it costs nothing more).
+    pub(crate) fn has_view(&self) -> bool {
+        self.view.get().is_some_and(|v| v.is_ok())
+    }
+
     /// What maps page `n`: a run's file and page there, else the base (`None`).
     fn source(&self, n: u32) -> Option<(&Arc<PageFile>, u32)> {
         let i = self.runs.partition_point(|r| r.end() <= n);
@@ -269,25 +302,7 @@ impl Layout {
         }
         pieces.extend(fresh.into_iter().map(|r| (r, None)));
         pieces.sort_by_key(|p| p.0.start);
-        // Too many: the smallest gaps closed, each group of pieces one new run.
-        let mut join = vec![false; pieces.len().saturating_sub(1)];
-        if pieces.len() > MAX_RUNS {
-            let mut gaps: Vec<(u32, usize)> = pieces.windows(2).enumerate().map(|(i, w)| (w[1].0.start - w[0].0.end, i)).collect();
-            gaps.sort_unstable();
-            for &(_, i) in &gaps[..pieces.len() - MAX_RUNS] {
-                join[i] = true;
-            }
-        }
-        let mut groups: Vec<(Range<u32>, Option<Run>)> = Vec::with_capacity(pieces.len());
-        for (i, (range, old)) in pieces.into_iter().enumerate() {
-            match groups.last_mut() {
-                Some(last) if i > 0 && join[i - 1] => {
-                    last.0.end = range.end;
-                    last.1 = None;
-                }
-                _ => groups.push((range, old)),
-            }
-        }
+        let groups = merge(pieces, MAX_RUNS);
         // What is not an old run left as it was is written, in one new file.
         let to_write: Vec<Range<u32>> = groups.iter().filter(|g| g.1.is_none()).map(|g| g.0.clone()).collect();
         let mut written = write_runs(&to_write, &memory)?.into_iter();
@@ -295,6 +310,72 @@ impl Layout {
         let runs = runs.ok_or_else(|| std::io::Error::other("a run was not written"))?;
         Ok(self.with_runs(runs, len))
     }
+}
+
+/// `pieces` (sorted, disjoint: a range, and the old run that holds it or `None` for
+/// pages to write) joined into at most `most` groups, each a range and the old run
+/// kept as it is (`None`: written anew from the new memory, the pages between its
+/// pieces included). Groups are joined where that writes least: the pages between
+/// them, plus each old run that joining turns into pages to write; a run being written
+/// anyway costs nothing more. So a snapshot that laid a few new pages over a layout
+/// already at `most` runs joins its new pages with each other and with small old runs
+/// near them, rather than copying large old runs again.
+fn merge(pieces: Vec<(Range<u32>, Option<Run>)>, most: usize) -> Vec<(Range<u32>, Option<Run>)> {
+    use std::cmp::Reverse;
+    use std::collections::BinaryHeap;
+    let n = pieces.len();
+    if n <= most {
+        return pieces;
+    }
+    const NONE: usize = usize::MAX;
+    let mut groups: Vec<Option<(Range<u32>, Option<Run>)>> = pieces.into_iter().map(Some).collect();
+    let mut next: Vec<usize> = (1..=n).map(|i| if i < n { i } else { NONE }).collect();
+    let mut prev: Vec<usize> = (0..n).map(|i| if i == 0 { NONE } else { i - 1 }).collect();
+    let mut stamp = vec![0u32; n];
+    let own = |g: &(Range<u32>, Option<Run>)| if g.1.is_some() { u64::from(g.0.end - g.0.start) } else { 0 };
+    let cost = |groups: &[Option<(Range<u32>, Option<Run>)>], i: usize, j: usize| -> Option<(u64, u64)> {
+        let (a, b) = (groups[i].as_ref()?, groups[j].as_ref()?);
+        let gap = u64::from(b.0.start - a.0.end);
+        Some((gap + own(a) + own(b), gap))
+    };
+    let mut heap = BinaryHeap::with_capacity(n);
+    for i in 0..n - 1 {
+        if let Some((c, gap)) = cost(&groups, i, i + 1) {
+            heap.push(Reverse((c, gap, i, 0u32)));
+        }
+    }
+    let mut count = n;
+    while count > most {
+        let Some(Reverse((_, _, i, st))) = heap.pop() else { break };
+        let j = next[i];
+        if groups[i].is_none() || st != stamp[i] || j == NONE {
+            continue;
+        }
+        let Some((right, _)) = groups[j].take() else { continue };
+        if let Some(left) = groups[i].as_mut() {
+            left.0.end = right.end;
+            left.1 = None;
+        }
+        next[i] = next[j];
+        if next[j] != NONE {
+            prev[next[j]] = i;
+        }
+        count -= 1;
+        stamp[i] += 1;
+        if next[i] != NONE
+            && let Some((c, gap)) = cost(&groups, i, next[i])
+        {
+            heap.push(Reverse((c, gap, i, stamp[i])));
+        }
+        let p = prev[i];
+        if p != NONE {
+            stamp[p] += 1;
+            if let Some((c, gap)) = cost(&groups, p, i) {
+                heap.push(Reverse((c, gap, p, stamp[p])));
+            }
+        }
+    }
+    groups.into_iter().flatten().collect()
 }
 
 /// `runs` written one after another to a new page file, sealed.
@@ -306,13 +387,12 @@ fn write_runs<'a>(runs: &[Range<u32>], memory: &impl Fn(u32) -> std::borrow::Cow
     let file = Arc::new(PageFile::new(total * PAGE as u64)?);
     let mut at = 0u32;
     let mut out = Vec::with_capacity(runs.len());
-    let mut buf: Vec<u8> = Vec::new();
+    // The pages as slices of the memory they are read from, written with one
+    // vectored write per 1,024: one copy, into the file, not two.
+    let pages: Vec<std::borrow::Cow<'a, [u8]>> = runs.iter().flat_map(|r| r.clone()).map(memory).collect();
+    let slices: Vec<&[u8]> = pages.iter().map(|p| &**p).collect();
+    file.write_all_vectored_at(&slices, 0)?;
     for r in runs {
-        buf.clear();
-        for n in r.clone() {
-            buf.extend_from_slice(&memory(n));
-        }
-        file.write_at(&buf, u64::from(at) * PAGE as u64)?;
         out.push(Run { start: r.start, len: r.end - r.start, file: file.clone(), at });
         at += r.end - r.start;
     }
@@ -422,6 +502,58 @@ pub(crate) fn written(memory: &[u8]) -> Option<Vec<Range<u32>>> {
     }
 }
 
+/// Which pages of a guest's memory were written since a point: its session's last
+/// snapshot. The kernel's write-protect-on-scan (userfaultfd's asynchronous
+/// write-protect, Linux 6.7+, and `PAGEMAP_SCAN`'s `PM_SCAN_WP_MATCHING`): each scan
+/// names the pages written since the last one (or since the memory was mapped, for the
+/// first) and write-protects them again in the same walk; a write to a protected page
+/// takes one minor fault, which the kernel resolves itself (no thread of ours serves
+/// it). So a later snapshot compares the pages its turns wrote, not every page the
+/// session ever wrote.
+///
+/// **Invariant:** a tracker is dropped (unregistered: every page writable and
+/// unprotected again) before the memory it watches is reset or given back, since the
+/// pool's reset finds the pages to copy back by the same "written" bit
+/// (third_party/README.md). Anything it cannot vouch for (the memory moved, a mapping
+/// not registered, a failed call) is `None`, and the caller drops it.
+#[derive(Debug)]
+pub(crate) struct Tracker {
+    #[cfg(target_os = "linux")]
+    inner: scan::Tracker,
+}
+
+impl Tracker {
+    /// A tracker over `memory`, not yet scanned: its first [`Tracker::scan`] names
+    /// every page written since the memory was mapped. `None` where the kernel has no
+    /// asynchronous write-protect, or userfaultfd is refused (seccomp, a sysctl).
+    pub(crate) fn new(memory: &[u8]) -> Option<Tracker> {
+        #[cfg(target_os = "linux")]
+        {
+            scan::Tracker::new(memory).map(|inner| Tracker { inner })
+        }
+        #[cfg(not(target_os = "linux"))]
+        {
+            let _ = memory;
+            None
+        }
+    }
+
+    /// The pages (ranges of page numbers, growing) of `memory` written since the last
+    /// scan, as [`written`] reports them; each is write-protected again. `memory` is the
+    /// one the tracker was made over, perhaps grown.
+    pub(crate) fn scan(&mut self, memory: &[u8]) -> Option<Vec<Range<u32>>> {
+        #[cfg(target_os = "linux")]
+        {
+            self.inner.scan(memory)
+        }
+        #[cfg(not(target_os = "linux"))]
+        {
+            let _ = memory;
+            None
+        }
+    }
+}
+
 #[cfg(target_os = "linux")]
 mod scan {
     use std::ops::Range;
@@ -476,12 +608,26 @@ mod scan {
     }
 
     pub(super) fn written(memory: &[u8]) -> Option<Vec<Range<u32>>> {
+        walk(memory, &*pagemap()?, 0, 0)
+    }
+
+    /// `PM_SCAN_WP_MATCHING`: write-protect the pages reported.
+    const WP_MATCHING: u64 = 1 << 0;
+    /// `PM_SCAN_CHECK_WPASYNC`: fail (`EPERM`) on any mapping not registered for
+    /// asynchronous write-protect.
+    const CHECK_WPASYNC: u64 = 1 << 1;
+    /// `PAGE_IS_WRITTEN`: not write-protected.
+    const WRITTEN: u64 = 1 << 1;
+
+    /// The pages of `memory` that are its own (neither a file's nor the zero page),
+    /// present or swapped, and in every category of `mask` (`WRITTEN`), walked with
+    /// `flags` (`WP_MATCHING`: each write-protected as it is reported).
+    fn walk(memory: &[u8], file: &std::fs::File, flags: u64, mask: u64) -> Option<Vec<Range<u32>>> {
         let page = super::PAGE as u64;
         let base = memory.as_ptr() as u64;
         if !base.is_multiple_of(page) || !(memory.len() as u64).is_multiple_of(page) {
             return None;
         }
-        let file = pagemap()?;
         let end = base + memory.len() as u64;
         let mut regions = vec![Region::default(); 4096];
         let mut out: Vec<Range<u32>> = Vec::new();
@@ -489,16 +635,17 @@ mod scan {
         while at < end {
             let mut arg = Arg {
                 size: std::mem::size_of::<Arg>() as u64,
-                flags: 0,
+                flags,
                 start: at,
                 end,
                 walk_end: 0,
                 vec: regions.as_mut_ptr() as u64,
                 vec_len: regions.len() as u64,
                 max_pages: 0,
-                // Neither a file page nor the zero page, and present or swapped out.
+                // Neither a file page nor the zero page, and present or swapped out
+                // (and, protecting, written since the last protecting scan).
                 category_inverted: FILE | PFNZERO,
-                category_mask: FILE | PFNZERO,
+                category_mask: FILE | PFNZERO | mask,
                 category_anyof_mask: PRESENT | SWAPPED,
                 return_mask: 0,
             };
@@ -532,5 +679,301 @@ mod scan {
             at = last;
         }
         Some(out)
+    }
+
+    /// The pages [`written`] reports that are not write-protected: what the pool's
+    /// reset copies back (wasmtime's scan asks for the same categories).
+    #[cfg(test)]
+    pub(super) fn unprotected(memory: &[u8]) -> Option<Vec<Range<u32>>> {
+        walk(memory, &*pagemap()?, 0, WRITTEN)
+    }
+
+    /// `_IOWR(0xAA, 0x3F, struct uffdio_api)`.
+    const UFFDIO_API: libc::Ioctl = 0xC018_AA3Fu32 as libc::Ioctl;
+    /// `_IOWR(0xAA, 0x00, struct uffdio_register)`.
+    const UFFDIO_REGISTER: libc::Ioctl = 0xC020_AA00u32 as libc::Ioctl;
+    /// `_IOR(0xAA, 0x01, struct uffdio_range)`.
+    const UFFDIO_UNREGISTER: libc::Ioctl = 0x8010_AA01u32 as libc::Ioctl;
+    const UFFD_API: u64 = 0xAA;
+    /// `UFFD_USER_MODE_ONLY`: what a process without privileges may open
+    /// (`vm.unprivileged_userfaultfd` 0); faults are resolved in the kernel anyway.
+    const USER_MODE_ONLY: libc::c_int = 1;
+    const FEATURE_WP_UNPOPULATED: u64 = 1 << 13;
+    const FEATURE_WP_ASYNC: u64 = 1 << 15;
+    const REGISTER_MODE_WP: u64 = 1 << 1;
+
+    #[repr(C)]
+    struct Api {
+        api: u64,
+        features: u64,
+        ioctls: u64,
+    }
+
+    #[repr(C)]
+    struct Register {
+        start: u64,
+        len: u64,
+        mode: u64,
+        ioctls: u64,
+    }
+
+    #[derive(Debug)]
+    pub(super) struct Tracker {
+        uffd: std::os::fd::OwnedFd,
+        /// The memory's start and the bytes registered from it.
+        base: u64,
+        registered: u64,
+        /// The process's fork count when made: a forked child's copy never touches the
+        /// registration (the descriptor's memory is its parent's).
+        generation: u64,
+    }
+
+    impl Tracker {
+        pub(super) fn new(memory: &[u8]) -> Option<Tracker> {
+            let page = super::PAGE as u64;
+            let base = memory.as_ptr() as u64;
+            let len = memory.len() as u64;
+            if len == 0 || !base.is_multiple_of(page) || !len.is_multiple_of(page) {
+                return None;
+            }
+            // SAFETY: the syscall takes flags only and returns a new descriptor or -1.
+            let fd = unsafe { libc::syscall(libc::SYS_userfaultfd, libc::O_CLOEXEC | libc::O_NONBLOCK | USER_MODE_ONLY) };
+            let fd = libc::c_int::try_from(fd).ok().filter(|&fd| fd >= 0)?;
+            // SAFETY: a descriptor the kernel just returned, owned by nothing else.
+            let uffd = unsafe { <std::os::fd::OwnedFd as std::os::fd::FromRawFd>::from_raw_fd(fd) };
+            let mut api = Api { api: UFFD_API, features: FEATURE_WP_ASYNC | FEATURE_WP_UNPOPULATED, ioctls: 0 };
+            // SAFETY: `api` is the 24-byte `struct uffdio_api` the call reads and writes.
+            if unsafe { libc::ioctl(uffd.as_raw_fd(), UFFDIO_API, &mut api as *mut Api) } != 0 {
+                return None;
+            }
+            let mut tracker = Tracker { uffd, base, registered: 0, generation: wasi_python_sched::forks::generation() };
+            tracker.register(len)?;
+            Some(tracker)
+        }
+
+        /// Registers the memory up to `len` bytes for asynchronous write-protect (what
+        /// is past the registered part: the memory grew).
+        fn register(&mut self, len: u64) -> Option<()> {
+            if len <= self.registered {
+                return Some(());
+            }
+            let mut r = Register { start: self.base + self.registered, len: len - self.registered, mode: REGISTER_MODE_WP, ioctls: 0 };
+            // SAFETY: `r` is the 32-byte `struct uffdio_register`; the range is the
+            // guest's memory, which this process maps.
+            if unsafe { libc::ioctl(self.uffd.as_raw_fd(), UFFDIO_REGISTER, &mut r as *mut Register) } != 0 {
+                return None;
+            }
+            self.registered = len;
+            Some(())
+        }
+
+        pub(super) fn scan(&mut self, memory: &[u8]) -> Option<Vec<Range<u32>>> {
+            if memory.as_ptr() as u64 != self.base || self.generation != wasi_python_sched::forks::generation() {
+                return None;
+            }
+            self.register(memory.len() as u64)?;
+            walk(memory, &*pagemap()?, WP_MATCHING | CHECK_WPASYNC, WRITTEN)
+        }
+    }
+
+    impl Drop for Tracker {
+        /// Unregisters the memory, which clears every page's write-protection (the
+        /// kernel's `userfaultfd_clear_vma`): done here rather than left to the
+        /// descriptor's release, which a forked child holding it would delay.
+        fn drop(&mut self) {
+            if self.registered == 0 || self.generation != wasi_python_sched::forks::generation() {
+                return;
+            }
+            let mut r = [self.base, self.registered];
+            // SAFETY: `r` is the 16-byte `struct uffdio_range` the call reads.
+            unsafe { libc::ioctl(self.uffd.as_raw_fd(), UFFDIO_UNREGISTER, r.as_mut_ptr()) };
+        }
+    }
+}
+
+#[cfg(all(test, target_os = "linux"))]
+mod tests {
+    use super::*;
+
+    /// `pages` pages mapped read-write (the first `accessible`; the rest `PROT_NONE`,
+    /// as a pool slot's room to grow), private: anonymous, or of `file`.
+    struct Mapping {
+        ptr: *mut u8,
+        len: usize,
+    }
+
+    impl Mapping {
+        fn new(pages: usize, accessible: usize, file: Option<&File>) -> Mapping {
+            let len = pages * PAGE;
+            let (flags, fd) = match file {
+                Some(f) => (libc::MAP_PRIVATE, f.as_raw_fd()),
+                None => (libc::MAP_PRIVATE | libc::MAP_ANONYMOUS, -1),
+            };
+            // SAFETY: a new mapping at an address of the kernel's choosing.
+            let ptr = unsafe { libc::mmap(std::ptr::null_mut(), len, libc::PROT_NONE, flags, fd, 0) };
+            assert_ne!(ptr, libc::MAP_FAILED);
+            let m = Mapping { ptr: ptr.cast(), len };
+            m.grow(accessible);
+            m
+        }
+        fn grow(&self, accessible: usize) {
+            // SAFETY: within the mapping made above.
+            assert_eq!(unsafe { libc::mprotect(self.ptr.cast(), accessible * PAGE, libc::PROT_READ | libc::PROT_WRITE) }, 0);
+        }
+        fn memory(&self, pages: usize) -> &[u8] {
+            // SAFETY: mapped (and made accessible by the caller) for `pages` pages.
+            unsafe { std::slice::from_raw_parts(self.ptr, pages * PAGE) }
+        }
+        fn write(&self, page: usize, byte: u8) {
+            // SAFETY: within the accessible part (the callers' pages).
+            unsafe { self.ptr.add(page * PAGE + 7).write_volatile(byte) };
+        }
+        fn read(&self, page: usize) -> u8 {
+            // SAFETY: as above.
+            unsafe { self.ptr.add(page * PAGE + 7).read_volatile() }
+        }
+    }
+
+    impl Drop for Mapping {
+        fn drop(&mut self) {
+            // SAFETY: the mapping made in `new`.
+            unsafe { libc::munmap(self.ptr.cast(), self.len) };
+        }
+    }
+
+    fn pages(ranges: Option<Vec<Range<u32>>>) -> Vec<u32> {
+        ranges.expect("the scan answers").into_iter().flatten().collect()
+    }
+
+    /// Each scan names the pages written since the one before (the first: since the
+    /// memory was mapped), whoever wrote them (this thread, or the kernel on its
+    /// behalf, as a `read` into guest memory does); and once the tracker is dropped,
+    /// every page ever written is unprotected again, as the pool's reset needs to find
+    /// them.
+    #[test]
+    fn a_tracker_names_the_pages_written_since_its_last_scan() {
+        let m = Mapping::new(64, 64, None);
+        m.write(1, 1);
+        m.write(5, 1);
+        let _ = m.read(9); // read only: the zero page, never named
+        let mut t = Tracker::new(m.memory(64)).expect("this kernel has asynchronous write-protect (Linux 6.7+)");
+        assert_eq!(pages(t.scan(m.memory(64))), [1, 5]);
+        assert_eq!(pages(t.scan(m.memory(64))), Vec::<u32>::new(), "nothing written since");
+        m.write(5, 2);
+        m.write(9, 2);
+        m.write(10, 2);
+        assert_eq!(pages(t.scan(m.memory(64))), [5, 9, 10]);
+        // The kernel writing into the memory (a read from a pipe) is a write too.
+        let mut fds = [0; 2];
+        // SAFETY: a new pipe; the write and read stay within the buffers given.
+        unsafe {
+            assert_eq!(libc::pipe(fds.as_mut_ptr()), 0);
+            assert_eq!(libc::write(fds[1], b"abcdef".as_ptr().cast(), 6), 6);
+            // A page never written, and one write-protected by the last scan.
+            assert_eq!(libc::read(fds[0], m.ptr.add(20 * PAGE).cast(), 3), 3);
+            assert_eq!(libc::read(fds[0], m.ptr.add(9 * PAGE).cast(), 3), 3);
+            libc::close(fds[0]);
+            libc::close(fds[1]);
+        }
+        assert_eq!(pages(t.scan(m.memory(64))), [9, 20]);
+        // Write-protected pages are not what the pool's reset copies back...
+        assert_eq!(pages(scan::unprotected(m.memory(64))), Vec::<u32>::new());
+        drop(t);
+        // ...until the tracker goes: then each written page is named again.
+        assert_eq!(pages(scan::unprotected(m.memory(64))), [1, 5, 9, 10, 20]);
+        assert_eq!((m.read(5), m.read(9), m.read(20)), (2, 2, 0));
+    }
+
+    /// Over a private mapping of a file (a snapshot's layers): pages only read are the
+    /// file's and never named; a page written is, once per scan after its write.
+    #[test]
+    fn a_tracker_over_a_file_names_written_pages_only() {
+        let file = PageFile::new(32 * PAGE as u64).unwrap();
+        file.write_at(&[3; 32 * PAGE], 0).unwrap();
+        let m = Mapping::new(32, 32, Some(file.file()));
+        let mut t = Tracker::new(m.memory(32)).unwrap();
+        assert_eq!(pages(t.scan(m.memory(32))), Vec::<u32>::new());
+        assert_eq!((m.read(2), m.read(3)), (3, 3));
+        m.write(3, 4);
+        assert_eq!(pages(t.scan(m.memory(32))), [3]);
+        m.write(3, 5);
+        m.write(31, 5);
+        assert_eq!(pages(t.scan(m.memory(32))), [3, 31]);
+        drop(t);
+        assert_eq!(pages(scan::unprotected(m.memory(32))), [3, 31]);
+        assert_eq!(m.read(3), 5);
+    }
+
+    /// A small deterministic generator (xorshift), for the layouts below.
+    fn rng(seed: u64) -> impl FnMut(u32) -> u32 {
+        let mut x = seed | 1;
+        move |below| {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            (x % u64::from(below)) as u32
+        }
+    }
+
+    /// Pages laid over pages, thirty times, some scattered and some in blocks: each
+    /// layout's memory is exactly the memory it was laid from, it never holds more
+    /// than `MAX_RUNS` runs, and an overlay of a few pages over a full layout writes
+    /// few pages (joining small runs near them rather than copying large ones again).
+    #[test]
+    fn overlays_hold_exactly_the_memory_within_the_runs_bound() {
+        const N: u32 = 4096;
+        let base = PageFile::new(u64::from(N) * PAGE as u64).unwrap();
+        base.write_at(&vec![0xEE; N as usize * PAGE], 0).unwrap();
+        base.seal();
+        let mut memory: Vec<u8> = vec![0xEE; N as usize * PAGE];
+        let mut layout = Layout::over(base.file().clone(), u64::from(N) * PAGE as u64, u64::from(N) * PAGE as u64);
+        let mut next = rng(0x5eed);
+        for step in 1..=30u32 {
+            let mut pages: Vec<u32> = Vec::new();
+            let scattered = if step == 1 { 600 } else { next(40) };
+            for _ in 0..scattered {
+                pages.push(next(N));
+            }
+            if step % 5 == 0 {
+                let at = next(N - 64);
+                pages.extend(at..at + 1 + next(63));
+            }
+            pages.sort_unstable();
+            pages.dedup();
+            for &n in &pages {
+                let at = n as usize * PAGE;
+                memory[at..at + PAGE].fill(step as u8);
+            }
+            let before: std::collections::HashSet<*const PageFile> = layout.runs.iter().map(|r| Arc::as_ptr(&r.file)).collect();
+            let new = layout.overlay(&pages, u64::from(N) * PAGE as u64, |n| std::borrow::Cow::Borrowed(&memory[n as usize * PAGE..(n as usize + 1) * PAGE])).unwrap();
+            assert!(new.runs.len() <= MAX_RUNS, "step {step}: {} runs", new.runs.len());
+            assert!(new.view().unwrap().bytes() == memory.as_slice(), "step {step}: the layout's memory differs");
+            let written: u32 = new.runs.iter().filter(|r| !before.contains(&Arc::as_ptr(&r.file))).map(|r| r.len).sum();
+            if step > 1 && step % 5 != 0 {
+                // A few new pages never rewrite most of the layout (scattered over it at
+                // random, as here, they cost about a sixth of it; a CPython heap's
+                // writes cluster, and cost less).
+                assert!(written * 3 < layout.run_pages() as u32, "step {step}: {written} pages written for {} new ones over {}", pages.len(), layout.run_pages());
+            }
+            layout = new;
+        }
+    }
+
+    /// A memory that grew after the tracker was made (a pool slot's `PROT_NONE` room
+    /// made accessible): pages written in the new part are named too.
+    #[test]
+    fn a_tracker_follows_a_memory_that_grew() {
+        let m = Mapping::new(64, 16, None);
+        let mut t = Tracker::new(m.memory(16)).unwrap();
+        m.write(2, 1);
+        assert_eq!(pages(t.scan(m.memory(16))), [2]);
+        m.grow(48);
+        m.write(30, 1);
+        m.write(2, 2);
+        assert_eq!(pages(t.scan(m.memory(48))), [2, 30]);
+        m.write(40, 1);
+        assert_eq!(pages(t.scan(m.memory(48))), [40]);
+        drop(t);
+        assert_eq!(pages(scan::unprotected(m.memory(48))), [2, 30, 40]);
     }
 }

@@ -39,7 +39,7 @@ use std::sync::{Arc, OnceLock};
 use parking_lot::Mutex;
 use wasi_python_image::{FormatError, Header, Key, Limits as ImageLimits, PAGE, Pages, WASM_PAGE};
 
-use crate::delta::{Layout, PageFile};
+use crate::delta::{Layout, PageFile, Tracker};
 use crate::engine::{Flavour, Flavoured, WASMTIME_VERSION};
 use crate::host::GUEST_CLOCK_START;
 use crate::snapshot::{Image, Modules};
@@ -588,13 +588,36 @@ fn hex(b: &[u8]) -> String {
 pub(crate) struct Taker {
     pub(crate) runtime: Runtime,
     pub(crate) origin: Origin,
-    /// The session's last snapshot: the next one is taken against it.
-    last: Arc<Mutex<Option<Snapshot>>>,
+    /// The session's last snapshot (the next one is taken against it), and what names
+    /// the pages written since it.
+    last: Arc<Mutex<Last>>,
 }
+
+#[derive(Debug, Default)]
+struct Last {
+    snapshot: Option<Snapshot>,
+    /// Made at the session's first snapshot; `None` where the kernel has none, and
+    /// after a snapshot failed (the next one then compares every page written since
+    /// the memory was mapped).
+    tracker: Option<Tracker>,
+}
+
+/// Candidate pages up to which a snapshot after its session's last one lays them over
+/// without comparing them with that one's pages, unless that one's view is mapped
+/// already: mapping a view of up to 128 runs costs more than writing a few pages that
+/// turn out unchanged.
+const LAY_UNCOMPARED: usize = 512;
 
 impl Taker {
     pub(crate) fn new(runtime: Runtime, origin: Origin) -> Taker {
         Taker { runtime, origin, last: Arc::default() }
+    }
+
+    /// Stops naming written pages: called before the guest's memory is reset or given
+    /// back (the session's end), since the pool's reset finds the pages to copy back
+    /// by the same bit the tracker clears (delta.rs, [`Tracker`]).
+    pub(crate) fn disarm(&self) {
+        self.last.lock().tracker = None;
     }
 
     /// The guest's memory as a snapshot, wasi-libc's preopen table emptied, the clock
@@ -602,11 +625,16 @@ impl Taker {
     /// files, and `memory` is the guest's, mapped copy-on-write from what it started
     /// from (the origin) since its instance was made.
     ///
-    /// The pages the guest may have written (delta.rs, [`crate::delta::written`]) are
-    /// compared with the session's last snapshot (or its origin), and those that differ
-    /// are laid over it: the cost follows what the session wrote. The pages it did not
-    /// write are the origin's, and so the last snapshot's: that one was taken from
-    /// this memory, and a written page never turns back into the origin's.
+    /// The pages the guest may have written are laid over the session's last snapshot
+    /// (or its origin): those written since that snapshot, as the tracker names them
+    /// (delta.rs, [`Tracker`]); else, at the first snapshot or without a tracker,
+    /// those written since the memory was mapped ([`crate::delta::written`]), compared
+    /// with the reference so that only those that differ are laid. The pages not
+    /// named are the reference's: the origin's pages the guest never wrote are the
+    /// last snapshot's too (that one was taken from this memory, and a written page
+    /// never turns back into the origin's), and a page not written since the last
+    /// snapshot is as that snapshot holds it. A failure drops the tracker, so the
+    /// next snapshot compares every written page again.
     pub(crate) fn take(&self, memory: &[u8], clock_ns: u64) -> Result<Snapshot, SnapshotError> {
         let statics = self.runtime.preopen_statics()?;
         let total = memory.len() as u64;
@@ -628,8 +656,19 @@ impl Taker {
             }
             Cow::Owned(owned)
         };
-        let last = self.last.lock().clone();
-        let reference = match (&last, &self.origin) {
+        let mut last = self.last.lock();
+        // Continuing: the tracker was armed when the last snapshot was taken.
+        let continuing = last.snapshot.is_some() && last.tracker.is_some();
+        let mut tracker = last.tracker.take().or_else(|| Tracker::new(memory));
+        let pages = (total / PAGE as u64) as u32;
+        let (candidates, since_last) = match tracker.as_mut().and_then(|t| t.scan(memory)) {
+            Some(c) => (c, continuing),
+            None => {
+                tracker = None;
+                (crate::delta::written(memory).unwrap_or_else(|| std::iter::once(0..pages).collect()), false)
+            }
+        };
+        let reference = match (&last.snapshot, &self.origin) {
             (Some(last), _) => Some(last.inner.layout.clone()),
             (None, Origin::Snapshot(s)) => Some(s.inner.layout.clone()),
             (None, Origin::Preload(image, _)) => Some(image.layout()?),
@@ -637,15 +676,13 @@ impl Taker {
         };
         let (layout, new_pages) = match reference {
             Some(reference) => {
-                let pages = (total / PAGE as u64) as u32;
-                let candidates = crate::delta::written(memory).unwrap_or_else(|| std::iter::once(0..pages).collect());
-                let theirs = reference.view().map_err(io)?;
-                let mut changed = Vec::new();
-                for n in candidates.into_iter().flatten() {
-                    if *page(n) != *theirs.page(n) {
-                        changed.push(n);
-                    }
-                }
+                let count: usize = candidates.iter().map(|r| r.len()).sum();
+                let changed: Vec<u32> = if since_last && count <= LAY_UNCOMPARED && !reference.has_view() {
+                    candidates.into_iter().flatten().collect()
+                } else {
+                    let theirs = reference.view().map_err(io)?;
+                    candidates.into_iter().flatten().filter(|&n| *page(n) != *theirs.page(n)).collect()
+                };
                 let layout = reference.overlay(&changed, total, page).map_err(io)?;
                 (layout, changed.len() as u64)
             }
@@ -672,7 +709,8 @@ impl Taker {
                 flavours: Mutex::new(Vec::new()),
             }),
         };
-        *self.last.lock() = Some(snapshot.clone());
+        last.snapshot = Some(snapshot.clone());
+        last.tracker = tracker;
         Ok(snapshot)
     }
 }

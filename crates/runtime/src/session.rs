@@ -696,5 +696,8 @@ impl Drop for Live {
     /// its mounts and did not close reaches them.
     fn drop(&mut self) {
         self.guest.flush_mounts();
+        // Before the store resets the memory: the reset finds written pages by the bit
+        // the snapshot tracker clears (delta.rs, Tracker).
+        self.taker.disarm();
     }
 }

@@ -171,11 +171,34 @@ fn a_snapshot_saves_and_loads() {
 #[ignore = "a benchmark"]
 fn bench_snapshot_phases() {
     let s = open(RunConfig::new(Vec::<String>::new()).preload(Preload::Default));
-    ok(&s, "import numpy as np, pandas as pd\ndf = pd.DataFrame({'x': np.arange(10_000)})");
+    ok(&s, "import numpy as np, pandas as pd\nrng = np.random.default_rng(0)\ndf = pd.DataFrame({'id': np.arange(10_000), 'x': rng.normal(size=10_000), 'k': rng.choice(list('abcdefgh'), size=10_000)})\ndf['y'] = df.x * 2 + 1\nsummary = df.groupby('k').y.mean()");
     for _ in 0..5 {
         let t = std::time::Instant::now();
         let snap = s.snapshot().unwrap();
         eprintln!("snapshot {:?} ({} MiB)", t.elapsed(), snap.memory_bytes() >> 20);
+    }
+    for i in 0..5 {
+        ok(&s, &format!("v = {i}"));
+        let t = std::time::Instant::now();
+        let snap = s.snapshot().unwrap();
+        eprintln!("after a one-variable turn: snapshot {:?}, {} new pages", t.elapsed(), snap.new_pages());
+    }
+}
+
+/// How many pages a fork's restore turn and its first turn change (its own snapshot's
+/// `new_pages`, against the snapshot it was forked from): what each fork costs in memory.
+#[test]
+#[ignore = "a benchmark"]
+fn bench_fork_writes() {
+    let s = open(RunConfig::new(Vec::<String>::new()).preload(Preload::Default));
+    ok(&s, "import numpy as np, pandas as pd\nrng = np.random.default_rng(0)\ndf = pd.DataFrame({'id': np.arange(10_000), 'x': rng.normal(size=10_000), 'k': rng.choice(list('abcdefgh'), size=10_000)})\ndf['y'] = df.x * 2 + 1\nsummary = df.groupby('k').y.mean()");
+    let snap = s.snapshot().unwrap();
+    for code in [None, Some("pass"), Some("df.loc[0, 'x'] = 1.0")] {
+        let f = open(RunConfig::new(Vec::<String>::new()).snapshot(snap.clone()));
+        if let Some(code) = code {
+            ok(&f, code);
+        }
+        eprintln!("a fork's restore, then {code:?}: {} pages changed", f.snapshot().unwrap().new_pages());
     }
 }
 
@@ -342,4 +365,35 @@ fn a_delta_saves_and_loads_over_its_parent_only() {
     let loaded3 = runtime().load_snapshot_over(&delta2, Some(&key), Some(&loaded)).unwrap();
     let u = open(RunConfig::new(Vec::<String>::new()).snapshot(loaded3));
     assert_eq!(ok(&u, "print(w, z, x)"), "3 after 41\n");
+}
+
+/// A session whose snapshots write-protected its pages (delta.rs, `Tracker`: the second
+/// snapshot names only what the turn between wrote) gives its memory back clean: the
+/// next sessions over the same pool slots find none of what it wrote. Without the
+/// tracker dropped first, the pool's reset would miss the protected pages.
+#[test]
+fn a_session_that_snapshotted_leaves_its_slot_clean() {
+    let rt = Runtime::builder(runtime().artifacts().clone()).build();
+    let numpy = || RunConfig::new(Vec::<String>::new()).preload(Preload::Modules(vec!["numpy".into()]));
+    let mark = "import numpy as np\nbuf = bytearray(b'MARK' * 4096)\nprint(np.frombuffer(buf, dtype=np.uint8).__array_interface__['data'][0])";
+    let mut seen = Vec::new();
+    for round in 0..3 {
+        let a = rt.open_session(numpy(), SessionLimits::default()).unwrap();
+        let at: u64 = ok(&a, mark).trim().parse().unwrap();
+        a.snapshot().unwrap();
+        ok(&a, "x = 1");
+        a.snapshot().unwrap();
+        ok(&a, "y = 2");
+        a.snapshot().unwrap();
+        a.close();
+        drop(a);
+        let b = rt.open_session(numpy(), SessionLimits::default()).unwrap();
+        let size = b.snapshot().unwrap().memory_bytes();
+        assert!(at + 16384 <= size, "round {round}: the marked buffer at {at} is within the next session's {size} bytes");
+        let read = format!(
+            "class R: pass\nr = R()\nr.__array_interface__ = {{'shape': (16384,), 'typestr': '|u1', 'data': ({at}, True), 'version': 3}}\nprint(np.asarray(r).tobytes().count(b'MARK'))"
+        );
+        seen.push(ok(&b, &format!("import numpy as np\n{read}")).trim().parse::<u32>().unwrap());
+    }
+    assert_eq!(seen, [0, 0, 0], "marks of a closed session's memory seen by the next session");
 }
