@@ -869,6 +869,11 @@ def _sources_kept(linecache, work, *args):
         cache.update(sources)
 
 
+# The PYTHONTZPATH the last `restore` saw (zoneinfo's path was reset for it, or
+# imported under it): a fork whose environment has the same skips the reset.
+_tz_seen = object()  # none yet: the first restore resets
+
+
 def restore(env, workdir, reseed=True):
     """Makes a run from a snapshot look like one that imported its modules itself.
     `reseed=False` leaves `random`, `numpy.random` and `logging._startTime` to the
@@ -876,10 +881,15 @@ def restore(env, workdir, reseed=True):
     the environment to it too."""
     if os.getcwd() != workdir:  # getcwd is wasi-libc's own string; chdir asks the host
         os.chdir(workdir)
+    global _image_env, _tz_seen
+    environ = os.environ
+    # Each step below writes only what differs: a fork's memory is what it writes
+    # (docs/snapshots.md), and most forks get the environment and time zone path their
+    # snapshot had.
+    changed = env is not None and dict(environ) != env
     if env is not None:
-        global _image_env
         _image_env = None
-        environ = os.environ
+    if changed:
         # Through putenv/unsetenv: C's environment (getenv) follows.
         environ.clear()
         environ.update(env)
@@ -889,12 +899,20 @@ def restore(env, workdir, reseed=True):
     if reseed and "logging" in modules:
         logging = modules["logging"]
         logging._startTime = time.time_ns() if type(logging._startTime) is int else time.time()
-    if "zoneinfo" in modules:
+    # zoneinfo's path follows PYTHONTZPATH (else the build's constant): reset when that
+    # differs from what the last restore saw, or the session had changed its
+    # environment; a reset costs a fork some 80 pages of memory.
+    tz = environ.get("PYTHONTZPATH")
+    if "zoneinfo" in modules and (changed or tz != _tz_seen):
         modules["zoneinfo"].reset_tzpath()
         modules["zoneinfo"].ZoneInfo.clear_cache()
-    if "tempfile" in modules:
-        modules["tempfile"].tempdir = None
-        modules["tempfile"]._name_sequence = None
+    _tz_seen = tz
+    tempfile = modules.get("tempfile")
+    if tempfile is not None:
+        if tempfile.tempdir is not None:
+            tempfile.tempdir = None
+        if tempfile._name_sequence is not None:
+            tempfile._name_sequence = None
     # A session snapshot that had imported `host.tools` holds the old host's tools: the
     # module is refilled in place (so names bound to it see the new ones) from this
     # host's list, one `list` frame; a host without tools leaves it empty.
