@@ -131,13 +131,21 @@ def main() -> None:
                 totals.append(b / 1e3)
             print(f"new process (warmed with a {warmed} session): load {ms(loads)}; load + session + first turn {ms(totals)}")
 
+    # What a fork writes (its memory): its restore turn, then a turn, as its own first
+    # snapshot counts the pages that differ from the snapshot it was forked from.
+    for code in (None, "df.loc[0, 'x'] = 1.0"):
+        with Session(snapshot=snap) as f:
+            if code:
+                f.run(code)
+            print(f"a fork's restore{' and ' + repr(code) if code else ''} changes {f.snapshot().new_pages} pages")
     before = memory_mb()
     many = [Session(snapshot=snap) for _ in range(100)]
     for f in many:
         f.run("df.loc[0, 'x'] = 1.0")
     after = memory_mb()
     print("100 forks alive, each after one turn writing the DataFrame: " + ", ".join(
-        f"{k} {before[k]:.0f} -> {after[k]:.0f} MB (+{after[k] - before[k]:.0f})" for k in before))
+        f"{k} {before[k]:.0f} -> {after[k]:.0f} MB (+{after[k] - before[k]:.0f})" for k in before)
+        + f"; Pss {(after['Pss'] - before['Pss']) * 1024 / 100:.0f} KB a fork")
     for f in many:
         f.close()
     before = memory_mb()
