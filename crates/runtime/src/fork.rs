@@ -18,14 +18,15 @@
 //!   removed with it); env, cwd, random state, tools are reset by the restore turn
 //!   (guest/_wasi_python_boot.py `restore`).
 //!
-//! In memory, a snapshot taken here is a file (a memfd on Linux, else a temporary file)
-//! that [`Module::with_memory_image`](wasmtime::Module) maps copy-on-write, as a preload
-//! image is: a fork is a new store over it, and shares every page it does not write.
-//! Saved, it is the pages that differ from its base (the preload image the first session
-//! started from; no base: every non-zero page), in the `wasi-python-image` format. A
-//! loaded one with a base stays those pages: a fork starts from the base image and the
-//! pages are written over its memory before any guest code runs (`Guest::patch`), so a
-//! load copies nothing; without a base they are written into a new image file.
+//! In memory, a snapshot is layers (delta.rs): a base file (the preload image, or a whole
+//! memory) and runs of sealed memfd pages laid over it, which forks map copy-on-write
+//! (`Module::with_memory_layers`), so they share every page they do not write. A
+//! session's first snapshot lays the pages it wrote that differ from what it started
+//! from; its later ones, the pages written since the last (the tracker). Saved, it is the
+//! pages that differ from its base (the preload image the first session started from; no
+//! base: every non-zero page) or from a parent snapshot's file (a delta), in the
+//! `wasi-python-image` format; loaded, those pages are laid over the base (or parent) the
+//! same way.
 //!
 //! **Invariant:** a snapshot is taken only between turns, on the session thread; a load
 //! checks format, guest, wasmtime, engine, package and base before any guest code runs,
