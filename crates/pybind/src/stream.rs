@@ -30,6 +30,9 @@ pub(crate) struct EventStream {
     wake: std::sync::OnceLock<Arc<(UnixStream, UnixStream)>>,
 }
 
+/// One event as Python reads it: `(kind, payload)`.
+type PyEvent<'py> = (u8, Bound<'py, PyBytes>);
+
 #[pymethods]
 impl EventStream {
     #[new]
@@ -60,7 +63,7 @@ impl EventStream {
 
     /// Every event queued now, as `(kind, payload)` (0 stdout, 1 stderr, 2 a display's
     /// JSON), and whether the stream is over (the queue ended, and these are its last).
-    fn drain<'py>(&self, py: Python<'py>) -> PyResult<(Vec<(u8, Bound<'py, PyBytes>)>, bool)> {
+    fn drain<'py>(&self, py: Python<'py>) -> PyResult<(Vec<PyEvent<'py>>, bool)> {
         let (events, ended) = self.events.drain();
         Ok((events.into_iter().map(|e| event(py, e)).collect(), ended))
     }
@@ -101,7 +104,7 @@ impl EventStream {
 }
 
 /// An event as `(kind, payload)`.
-fn event<'py>(py: Python<'py>, e: Event) -> (u8, Bound<'py, PyBytes>) {
+fn event<'py>(py: Python<'py>, e: Event) -> PyEvent<'py> {
     match e {
         Event::Stdout(b) => (STDOUT, PyBytes::new(py, &b)),
         Event::Stderr(b) => (STDERR, PyBytes::new(py, &b)),

@@ -67,7 +67,7 @@ fn a_streaming_run_s_events_come_in_the_guest_s_order_and_end_before_its_complet
     assert_eq!((text(o), text(e), plain(d.json()), text(rest)), ("o\n".into(), "e\n".into(), "d".into(), "kept\nend\n".into()));
     assert_eq!([o.as_slice(), rest].concat(), done.stdout);
     assert_eq!(e, &done.stderr);
-    assert_eq!(done.displays, [d.clone()]);
+    assert_eq!(done.displays.as_slice(), std::slice::from_ref(d));
     assert!(!done.truncated.stream);
 }
 
