@@ -185,8 +185,32 @@ def _compile_guest_package(dist: Path) -> int:
         d = _ext.run(str(dist), ["-c", _COMPILE_PKG], b"", options)
         if d.exit_code != 0:
             raise RuntimeError(f"compiling the guest package failed: {d.trapped} {d.stderr.decode(errors='replace')}")
-        shutil.copytree(out, pkg, dirs_exist_ok=True)
+        _replace_tree(Path(out), pkg)
     return int(d.stdout)
+
+
+def _replace_tree(src: Path, dst: Path) -> None:
+    """Puts each file under ``src`` at its place under ``dst``, each replacing what was
+    there (a new file renamed over its name), never writing into a file in place: the
+    files of a dist are hard links shared with ``python/wasi_python/_artifacts`` and any
+    copy linked from it, and a process running from one of those must not see a file
+    change under it (``shutil.copytree`` rewrote ``host.bundle`` in place)."""
+    import shutil
+    import tempfile
+
+    for d, _, files in os.walk(src):
+        into = dst / Path(d).relative_to(src)
+        into.mkdir(parents=True, exist_ok=True)
+        for name in files:
+            fd, tmp = tempfile.mkstemp(prefix=f".{name}.", suffix=".tmp", dir=into)
+            try:
+                with os.fdopen(fd, "wb") as w, open(os.path.join(d, name), "rb") as r:
+                    shutil.copyfileobj(r, w)
+                os.chmod(tmp, 0o644)
+                os.replace(tmp, into / name)
+            except BaseException:
+                os.unlink(tmp)
+                raise
 
 
 #: A 32-bit guest cannot address more.
