@@ -276,10 +276,30 @@ fn extract_zip(bytes: &[u8], dir: &Path) -> Result<()> {
 }
 
 /// The Python package finds its artifacts beside itself: hard links (no copy) into
-/// `python/wasi_python/_artifacts`, replaced whole.
+/// `python/wasi_python/_artifacts`, replaced whole, under an exclusive lock on the folder
+/// holding it ([`lock_package`]).
 fn link_into_package(dist: &Path, pkg: &Path) -> Result<()> {
+    let _held = lock_package(pkg)?;
     let _ = fs::remove_dir_all(pkg);
     link_tree(dist, pkg)
+}
+
+/// An exclusive `flock` on the folder holding `pkg` (the Python package's), waited for:
+/// a pytest session holds it shared while it runs (tests/python/conftest.py), so a
+/// re-lay in a shared tree never changes the artifacts (the guest package, and with it
+/// the preload images' keys) under a running suite, whose processes would then disagree.
+fn lock_package(pkg: &Path) -> Result<File> {
+    let dir = pkg.parent().context("the artifacts' folder has no parent")?;
+    let file = File::open(dir).with_context(|| format!("opening {}", dir.display()))?;
+    match file.try_lock() {
+        Ok(()) => {}
+        Err(fs::TryLockError::WouldBlock) => {
+            eprintln!("dist: waiting for the test session running from {} to end", dir.display());
+            file.lock().with_context(|| format!("locking {}", dir.display()))?;
+        }
+        Err(fs::TryLockError::Error(e)) => return Err(e).with_context(|| format!("locking {}", dir.display())),
+    }
+    Ok(file)
 }
 
 fn link_tree(src: &Path, dst: &Path) -> Result<()> {
@@ -307,4 +327,43 @@ pub(crate) fn precompile(dist: &Path, python: &Path) -> Result<()> {
         .arg(dist))
     .context("precompiling the guest")?;
     link_into_package(dist, &workspace_root().join("python/wasi_python/_artifacts"))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A fresh folder under the target dir, removed first.
+    fn fresh(name: &str) -> PathBuf {
+        let d = target_dir().join(format!("xtask-test-{name}-{}", std::process::id()));
+        let _ = fs::remove_dir_all(&d);
+        fs::create_dir_all(&d).unwrap();
+        d
+    }
+
+    #[test]
+    fn a_re_lay_waits_while_a_test_session_holds_the_package_folder() {
+        let root = fresh("relay");
+        let (dist, package) = (root.join("dist"), root.join("package"));
+        let artifacts = package.join("_artifacts");
+        for (dir, body) in [(&dist, "new"), (&artifacts, "old")] {
+            fs::create_dir_all(dir.join("lib")).unwrap();
+            fs::write(dir.join("lib").join("guest.py"), body).unwrap();
+        }
+        // A test session's shared lock (its own open file: flocks of two open files
+        // conflict within one process as between two).
+        let session = File::open(&package).unwrap();
+        session.lock_shared().unwrap();
+        let relay = {
+            let (dist, artifacts) = (dist.clone(), artifacts.clone());
+            std::thread::spawn(move || link_into_package(&dist, &artifacts))
+        };
+        std::thread::sleep(std::time::Duration::from_millis(300));
+        assert!(!relay.is_finished(), "the re-lay waits for the session");
+        assert_eq!(fs::read_to_string(artifacts.join("lib").join("guest.py")).unwrap(), "old");
+        session.unlock().unwrap();
+        relay.join().unwrap().unwrap();
+        assert_eq!(fs::read_to_string(artifacts.join("lib").join("guest.py")).unwrap(), "new");
+        let _ = fs::remove_dir_all(&root);
+    }
 }
