@@ -5,6 +5,18 @@
 import helpers  # noqa: F401
 
 
+# --- the package's artifacts, held for the session ---------------------------------------
+# `cargo xtask dist` (and test, wheel, sdist) re-lays python/wasi_python/_artifacts under an
+# exclusive flock on python/wasi_python (xtask/src/dist.rs); this process holds it shared
+# until it exits, so a re-lay from the same tree (a changed guest package, and with it new
+# preload image keys) waits for the suite instead of reaching some of its processes only.
+import fcntl as _fcntl
+import os as _os
+
+ARTIFACTS_HELD = _os.open(helpers.PYTHON_DIR / "wasi_python", _os.O_RDONLY | _os.O_DIRECTORY)
+_fcntl.flock(ARTIFACTS_HELD, _fcntl.LOCK_SH)  # waits while a re-lay is under way
+
+
 # --- fixtures (guidetests) ---------------------------------------------------------------
 import pytest
 
