@@ -52,14 +52,16 @@ _builtins = builtins.__dict__  # where `install` puts `display`
 
 def find_spec(name, path=None, target=None):
     """The spec of `host` or one of its modules, from the bundle; pyplot's, from the
-    finders after this one, to show its figures as displays (`_pyplot_spec`); None for
-    any other."""
+    finders after this one, to show its figures as displays (`_hook_pyplot`);
+    urllib.request's, to open its http and https through the host
+    (`_urllib_through_host`); asyncio.selector_events', to make loops without a
+    self-pipe (`_asyncio_without_self_pipe`): each with `_spec_then`; None for any other."""
     global _bundle
     if name != "host" and not name.startswith("host."):
         if name == "matplotlib.pyplot":
-            return _pyplot_spec(path, target)
+            return _spec_then(name, path, target, _hook_pyplot)
         if name == "urllib.request":
-            return _urllib_spec(path, target)
+            return _spec_then(name, path, target, _urllib_through_host)
         if name == "asyncio.selector_events":
             return _spec_then(name, path, target, _asyncio_without_self_pipe)
         return None
@@ -418,40 +420,11 @@ def _hook_pyplot(pyplot):
         pyplot.show = _pyplot_show
 
 
-def _pyplot_spec(path, target):
-    """pyplot's spec, as the finders after this one find it, with a loader that puts
-    `_pyplot_show` in place of its `show` once the module is executed (then leaves the
-    module with its own loader): pyplot imported by a program (no preload image holds it)
-    shows its figures as one from the image does."""
-    me = sys.modules[__name__]
-    for finder in sys.meta_path:
-        find = getattr(finder, "find_spec", None) if finder is not me else None
-        spec = find("matplotlib.pyplot", path, target) if find is not None else None
-        if spec is not None:
-            if hasattr(spec.loader, "exec_module"):
-                spec.loader = _PyplotLoader(spec.loader)
-            return spec
-    return None
-
-
-def _urllib_spec(path, target):
-    """urllib.request's spec, as the finders after this one find it, with a loader that
-    sends its http and https through the host (`_urllib_through_host`) once the module
-    is executed: a program that never imports it pays nothing."""
-    me = sys.modules[__name__]
-    for finder in sys.meta_path:
-        find = getattr(finder, "find_spec", None) if finder is not me else None
-        spec = find("urllib.request", path, target) if find is not None else None
-        if spec is not None:
-            if hasattr(spec.loader, "exec_module"):
-                spec.loader = _UrllibLoader(spec.loader)
-            return spec
-    return None
-
-
 def _spec_then(name, path, target, then):
     """`name`'s spec, as the finders after this one find it, with a loader that calls
-    `then(module)` once the module is executed (then leaves it its own loader)."""
+    `then(module)` once the module is executed (then leaves it its own loader): a
+    program that never imports the module pays nothing, and pyplot's hook never
+    imports pyplot itself."""
     me = sys.modules[__name__]
     for finder in sys.meta_path:
         find = getattr(finder, "find_spec", None) if finder is not me else None
@@ -508,25 +481,6 @@ def _asyncio_without_self_pipe(selector_events):
     cls._close_self_pipe = _close_self_pipe
 
 
-class _UrllibLoader:
-    """urllib.request's own loader, which `_urllib_spec` wraps."""
-
-    def __init__(self, loader):
-        self.loader = loader
-
-    def create_module(self, spec):
-        return self.loader.create_module(spec)
-
-    def exec_module(self, module):
-        spec = module.__spec__
-        spec.loader = module.__loader__ = self.loader
-        self.loader.exec_module(module)
-        _urllib_through_host(module)
-
-    def __getattr__(self, name):
-        return getattr(self.loader, name)
-
-
 def _urllib_through_host(request):
     """urllib's http and https handlers open their requests through the host
     (guest/host/http.py, docs/network.md): `urlopen`, and so `pandas.read_csv(url)`,
@@ -544,25 +498,6 @@ def _urllib_open(handler, req):
     from host.http import open_request
 
     return open_request(req)
-
-
-class _PyplotLoader:
-    """pyplot's own loader, which `_pyplot_spec` wraps."""
-
-    def __init__(self, loader):
-        self.loader = loader
-
-    def create_module(self, spec):
-        return self.loader.create_module(spec)
-
-    def exec_module(self, module):
-        spec = module.__spec__
-        spec.loader = module.__loader__ = self.loader
-        self.loader.exec_module(module)
-        _hook_pyplot(module)
-
-    def __getattr__(self, name):
-        return getattr(self.loader, name)
 
 
 _reactor_refresh = None  # the reactor's own, which `_refresh` wraps
