@@ -162,18 +162,19 @@ def positive(name: str, value: Any, kind: type, zero: bool = False) -> Any:
     return v
 
 
-def config_from(ns: argparse.Namespace) -> ServeConfig:
-    """The settings of a parsed command line, over its config file's, over the defaults."""
+def given_settings(ns: argparse.Namespace, known: set[str]) -> dict[str, Any]:
+    """The settings by name of a parsed command line over its config file's (which may name
+    only ``known`` ones), not yet checked: each option given beats the file, ``--mount`` and
+    ``--mount-rw`` add to its mounts, ``--no-preload`` empties its preload. Shared by
+    ``serve mcp`` and ``serve http``."""
     given: dict[str, Any] = read_file(ns.config) if ns.config else {}
-    unknown = sorted(set(given) - _NAMES)
+    unknown = sorted(set(given) - known)
     if unknown:
-        raise ConfigError(f"config: unknown settings {unknown}; known: {sorted(_NAMES)}")
-    for name in _NAMES - {"mounts", "http", "preload"}:
+        raise ConfigError(f"config: unknown settings {unknown}; known: {sorted(known)}")
+    for name in known - {"mounts", "preload"}:
         v = getattr(ns, name, None)
         if v is not None:
             given[name] = v
-    if ns.http is not None:
-        given["http"] = ns.http
     if ns.no_preload:
         given["preload"] = ()
     elif ns.preload:
@@ -181,7 +182,12 @@ def config_from(ns: argparse.Namespace) -> ServeConfig:
     mounts = list(given.get("mounts", ()))
     mounts += [m for m in ns.mount or ()] + [{"rw": m} for m in ns.mount_rw or ()]
     given["mounts"] = mounts
-    return checked(given)
+    return given
+
+
+def config_from(ns: argparse.Namespace) -> ServeConfig:
+    """The settings of a parsed command line, over its config file's, over the defaults."""
+    return checked(given_settings(ns, _NAMES))
 
 
 def checked(given: dict[str, Any]) -> ServeConfig:

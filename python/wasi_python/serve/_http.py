@@ -10,6 +10,8 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
+import functools
 import hmac
 import json
 import logging
@@ -45,6 +47,28 @@ class _TooLarge(Exception):
     pass
 
 
+class _Refused(Exception):
+    """The answer of a request refused by a step every endpoint shares (admission, reading
+    the body); `_answers` returns it."""
+
+    def __init__(self, response: Any) -> None:
+        super().__init__()
+        self.response = response
+
+
+def _answers(endpoint: Callable[[Any, Any], Awaitable[Any]]) -> Callable[[Any, Any], Awaitable[Any]]:
+    """An endpoint that answers a `_Refused` it raises with that refusal's response."""
+
+    @functools.wraps(endpoint)
+    async def answered(self: Any, request: Any) -> Any:
+        try:
+            return await endpoint(self, request)
+        except _Refused as e:
+            return e.response
+
+    return answered
+
+
 def _loads(raw: bytes) -> Any:
     """JSON of a body; ValueError for any malformed one, nesting past the parser's depth
     included."""
@@ -63,6 +87,16 @@ def _json(data: Any, status: int = 200, headers: Optional[dict[str, str]] = None
 
 def _error(status: int, kind: str, message: str, headers: Optional[dict[str, str]] = None, **extra: Any) -> Any:
     return _json({"error": {"kind": kind, "message": message, **extra}}, status, headers)
+
+
+def _invalid_json(e: ValueError) -> Any:
+    """Our API's answer to a body that is not JSON."""
+    return _error(400, "invalid_json", f"the body is not JSON: {str(e)[:200]}")
+
+
+def _fusion_invalid_json(e: ValueError) -> Any:
+    """SandboxFusion's (FastAPI's) answer to a body that is not JSON."""
+    return _json({"detail": [{"type": "json_invalid", "loc": ["body", 0], "msg": "JSON decode error", "ctx": {"error": str(e)[:200]}}]}, 422)
 
 
 @dataclass
@@ -126,9 +160,30 @@ class Service:
             chunks.append(chunk)
         return b"".join(chunks)
 
-    async def _read_json(self, request: Any) -> Any:
-        """The body as JSON; raises `_TooLarge`, or ValueError for malformed JSON."""
-        return _loads(await self._body(request))
+    async def _read_json(self, request: Any, invalid: Callable[[ValueError], Any] = _invalid_json, empty_ok: bool = False) -> Any:
+        """The body as JSON (None for an empty one, if ``empty_ok``); raises `_Refused` with
+        413 past the body's cap, or ``invalid``'s answer for malformed JSON."""
+        try:
+            raw = await self._body(request)
+        except _TooLarge:
+            raise _Refused(self._too_large()) from None
+        if empty_ok and not raw.strip():
+            return None
+        try:
+            return _loads(raw)
+        except ValueError as e:
+            raise _Refused(invalid(e)) from None
+
+    @contextlib.asynccontextmanager
+    async def _admitted(self) -> AsyncIterator[None]:
+        """A run admitted for the block, released after it; raises `_Refused` with the busy
+        answer when the queue is full."""
+        if not self.admission.try_admit():
+            raise _Refused(self.busy())
+        try:
+            yield
+        finally:
+            self.admission.release()
 
     def _too_large(self) -> Any:
         self.metrics.refuse("too_large")
@@ -146,17 +201,11 @@ class Service:
 
     # ---- SandboxFusion
 
+    @_answers
     async def run_code(self, request: Any) -> Any:
-        if not self.admission.try_admit():
-            return self.busy()
-        started = time.monotonic()
-        try:
-            try:
-                body = await self._read_json(request)
-            except _TooLarge:
-                return self._too_large()
-            except ValueError as e:
-                return _json({"detail": [{"type": "json_invalid", "loc": ["body", 0], "msg": "JSON decode error", "ctx": {"error": str(e)[:200]}}]}, 422)
+        async with self._admitted():
+            started = time.monotonic()
+            body = await self._read_json(request, _fusion_invalid_json)
             try:
                 language, spec = fusion_request(body, self.limits)
             except Invalid as e:
@@ -175,8 +224,6 @@ class Service:
             if done is None:
                 return _json(fusion_cancelled(CANCELLED))
             return _json(fusion_response(done, fetched(spec)))
-        finally:
-            self.admission.release()
 
     async def ping(self, request: Any) -> Any:
         from starlette.responses import PlainTextResponse
@@ -190,17 +237,11 @@ class Service:
         out["fetched_files"] = fetched(spec)
         return out
 
+    @_answers
     async def run(self, request: Any) -> Any:
-        if not self.admission.try_admit():
-            return self.busy()
-        started = time.monotonic()
-        try:
-            try:
-                body = await self._read_json(request)
-            except _TooLarge:
-                return self._too_large()
-            except ValueError as e:
-                return _error(400, "invalid_json", f"the body is not JSON: {str(e)[:200]}")
+        async with self._admitted():
+            started = time.monotonic()
+            body = await self._read_json(request)
             try:
                 spec = run_request(body, self.limits)
             except Invalid as e:
@@ -214,20 +255,14 @@ class Service:
             if done is None:
                 return _error(503, "cancelled", CANCELLED)
             return _json(self._answer(done, spec))
-        finally:
-            self.admission.release()
 
+    @_answers
     async def batch(self, request: Any) -> Any:
         from starlette.responses import StreamingResponse
 
         if not self.admission.has_room():
             return self.busy()
-        try:
-            body = await self._read_json(request)
-        except _TooLarge:
-            return self._too_large()
-        except ValueError as e:
-            return _error(400, "invalid_json", f"the body is not JSON: {str(e)[:200]}")
+        body = await self._read_json(request)
         try:
             specs, ordered = self._batch_specs(body)
         except Invalid as e:
@@ -360,15 +395,9 @@ class Service:
         kw["mounts"] = [Mount(mf, WORKDIR, writable=True)]
         return kw, mf
 
+    @_answers
     async def open_session(self, request: Any) -> Any:
-        try:
-            raw = await self._body(request)
-        except _TooLarge:
-            return self._too_large()
-        try:
-            body = _loads(raw) if raw.strip() else None
-        except ValueError as e:
-            return _error(400, "invalid_json", f"the body is not JSON: {str(e)[:200]}")
+        body = await self._read_json(request, empty_ok=True)
         try:
             kw, files = self._session_body(body)
         except Invalid as e:
@@ -398,17 +427,13 @@ class Service:
     def _gone(self, sid: str, why: str) -> Any:
         return _error(404, "no_session", f"no session {sid[:64]!r}: {why}")
 
+    @_answers
     async def turn(self, request: Any) -> Any:
         sid = request.path_params["sid"]
         live = self.sessions.get(sid)
         if live is None:
             return self._gone(sid, "it was deleted, ended, or never made")
-        try:
-            body = await self._read_json(request)
-        except _TooLarge:
-            return self._too_large()
-        except ValueError as e:
-            return _error(400, "invalid_json", f"the body is not JSON: {str(e)[:200]}")
+        body = await self._read_json(request)
         if not isinstance(body, dict) or not isinstance(body.get("code"), str):
             return _json({"error": Invalid(["body", "code"], "a string of code is needed", "missing").error()}, 422)
         unknown = sorted(set(body) - {"code", "deadline_s", "fetch_files"})

@@ -10,7 +10,7 @@ import os
 from dataclasses import dataclass, field, fields
 from typing import Any, Optional
 
-from ._config import ConfigError, ServeConfig, add_guest_arguments, checked, help_text, positive, read_file
+from ._config import ConfigError, ServeConfig, add_guest_arguments, checked, given_settings, help_text, positive
 
 __all__ = ["HttpConfig", "add_arguments", "config_from", "DEFAULT_LISTEN", "BUSY_STATUSES"]
 
@@ -85,23 +85,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 def config_from(ns: argparse.Namespace) -> HttpConfig:
     """The settings of a parsed command line, over its config file's, over the defaults."""
-    given: dict[str, Any] = read_file(ns.config) if ns.config else {}
-    known = set(_SHARED) | _OWN | {"listen"}
-    unknown = sorted(set(given) - known)
-    if unknown:
-        raise ConfigError(f"config: unknown settings {unknown}; known: {sorted(known)}")
-    for name in known - {"mounts", "preload"}:
-        v = getattr(ns, name, None)
-        if v is not None:
-            given[name] = v
-    if ns.no_preload:
-        given["preload"] = ()
-    elif ns.preload:
-        given["preload"] = ns.preload
-    mounts = list(given.get("mounts", ()))
-    mounts += [m for m in ns.mount or ()] + [{"rw": m} for m in ns.mount_rw or ()]
-    given["mounts"] = mounts
-    return checked_http(given)
+    return checked_http(given_settings(ns, set(_SHARED) | _OWN | {"listen"}))
 
 
 def checked_http(given: dict[str, Any]) -> HttpConfig:
