@@ -105,6 +105,16 @@ class Dispatcher:
         # Tasks started on the caller's loop (run_async) and not yet done.
         self._tasks: set[asyncio.Task[Any]] = set()
 
+    @property
+    def context(self) -> contextvars.Context:
+        """The context each call runs in a copy of: the run's caller's, or a session
+        turn's (`use_context`)."""
+        return self._context
+
+    def use_context(self, context: contextvars.Context) -> None:
+        """From now on, calls run in copies of ``context`` (a session's next turn's caller's)."""
+        self._context = context
+
     def close(self) -> None:
         """Ends the run's async work: every task still running is cancelled and gets to
         its next await before the run returns."""

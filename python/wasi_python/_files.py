@@ -159,10 +159,9 @@ class _Adapter:
         if tracer is None:
             return self._call(op, path, arg)
         # Under the run's span: the dispatcher's context holds it (this thread's has none).
-        context = getattr(self._dispatcher, "_context", None)
-        if context is None:
+        if self._dispatcher is None:
             return self._traced(tracer, op, path, arg)
-        return context.copy().run(self._traced, tracer, op, path, arg)
+        return self._dispatcher.context.copy().run(self._traced, tracer, op, path, arg)
 
     def _traced(self, tracer: Any, op: str, path: str, arg: Any) -> tuple[str, Any]:
         with _otel.span("wasi_python.file_call", {"op": op, "path": path}, tracer) as s:

@@ -66,6 +66,8 @@ class NetworkRun:
         self._lock = threading.Lock()
         self._pools: dict[tuple[Any, ...], Any] = {}
         self._ssl: Optional[ssl.SSLContext] = None
+        # Where a request's span goes: under the run's (made in its context), or a turn's.
+        self._caller = contextvars.copy_context()
         self.turn()
 
     def env(self) -> list[tuple[str, str]]:
@@ -74,13 +76,16 @@ class NetworkRun:
 
     def turn(self) -> None:
         """A new run or session turn: counts and record anew."""
-        self._caller = contextvars.copy_context()
         with self._lock:
             self._requests = 0
             self._bytes = 0
             self._refused = 0
             self._total = 0
             self._listed: list[dict[str, Any]] = []
+
+    def use_context(self, context: contextvars.Context) -> None:
+        """A session turn's caller's context: its requests' spans go under that turn's."""
+        self._caller = context
 
     def record(self) -> NetworkRecord:
         """The record so far; a request still running is listed as "abandoned"."""

@@ -143,9 +143,9 @@ class Session:
         turn's span is current in it)."""
         context = contextvars.copy_context()
         if self._dispatcher is not None:
-            self._dispatcher._context = context
+            self._dispatcher.use_context(context)
         if self._network is not None:
-            self._network._caller = context
+            self._network.use_context(context)
 
     def _turn(self, code: str, limits: dict[str, Any], cancel: Any, handlers: Any) -> Completed:
         token, watch = cancel_token(cancel)
