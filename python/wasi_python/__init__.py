@@ -5,7 +5,7 @@
     b'42\\n'
 """
 
-from typing import TYPE_CHECKING, Any
+from __future__ import annotations
 
 from . import _lazy
 from ._records import Completed, Display, FileFault, FileRecord, Stderr, Stdout
@@ -13,8 +13,12 @@ from ._run import DEFAULTS, TOOL_DEFAULTS, ArtifactsMissing, PreloadError, artif
 from ._types import Grant
 
 # What `run` needs is imported above; the other public names on first use (PEP 562), so a
-# new process that imports the package and makes a run loads only that.
+# new process that imports the package and makes a run loads only that (no `typing`).
+TYPE_CHECKING = False
 if TYPE_CHECKING:
+    from typing import Any
+
+
     from ._async import run_async, set_async_workers, stream
     from ._files import Errno, FileProvider, MemoryFiles, Mount, Stat, WritableFileProvider, ZipFiles
     from ._launch import keep_frame_stacks, launch_policy, set_launch_policy

@@ -5,8 +5,10 @@
 from __future__ import annotations
 
 import sys
-import threading
-from typing import Any, Optional
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from typing import Any, Optional
 
 from . import _wasi_python as _ext
 
@@ -17,6 +19,8 @@ class CancelWatch:
     """Forwards a ``threading.Event``-like ``cancel=`` to the runtime's token."""
 
     def __init__(self, cancel: Any, token: Any) -> None:
+        import threading  # here: a run without cancel= does not need it
+
         self._done = threading.Event()
         self._cancel = cancel
         self._token = token
@@ -24,6 +28,8 @@ class CancelWatch:
         self._thread.start()
 
     def _watch(self) -> None:
+        import threading
+
         wait = self._cancel.wait if isinstance(self._cancel, threading.Event) else None
         while not self._done.is_set():
             fired = wait(0.005) if wait is not None else self._cancel.is_set()

@@ -9,8 +9,11 @@ imports the module; later lookups go to it directly. The package's ``__init__`` 
 
 from __future__ import annotations
 
-import importlib
-from typing import Any
+import sys
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from typing import Any
 
 _PACKAGE = __name__.rpartition(".")[0]
 
@@ -27,11 +30,18 @@ class LazyModule:
     def __getattr__(self, attr: str) -> Any:
         module = self._module
         if module is None:
-            module = self._module = importlib.import_module(f"{_PACKAGE}.{self._name}")
+            module = self._module = _import(f"{_PACKAGE}.{self._name}")
         return getattr(module, attr)
 
     def __repr__(self) -> str:
         return f"<lazy module {_PACKAGE}.{self._name}>"
+
+
+def _import(name: str) -> Any:
+    """``importlib.import_module(name)`` for an absolute name, without importing
+    ``importlib``."""
+    __import__(name)
+    return sys.modules[name]
 
 
 def lazy(name: str) -> Any:
@@ -46,6 +56,6 @@ def attribute(namespace: dict[str, Any], where: dict[str, str], name: str) -> An
     module = where.get(name)
     if module is None:
         raise AttributeError(f"module {_PACKAGE!r} has no attribute {name!r}")
-    value = getattr(importlib.import_module(f"{_PACKAGE}.{module}"), name)
+    value = getattr(_import(f"{_PACKAGE}.{module}"), name)
     namespace[name] = value
     return value

@@ -12,9 +12,11 @@ with the API installed and no provider set pays an ``isinstance`` more.
 
 from __future__ import annotations
 
-import contextlib
 import sys
-from typing import Any, Iterator, Mapping, Optional
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from typing import Any, Mapping, Optional
 
 __all__ = ["tracer", "span", "end_run"]
 
@@ -59,27 +61,39 @@ def attributes(values: Mapping[str, Any]) -> dict[str, Any]:
     return out
 
 
-@contextlib.contextmanager
-def span(name: str, values: Mapping[str, Any] = {}, tracer_: Any = None) -> Iterator[Optional[Any]]:
-    """A span named ``name`` made current for the body, or nothing when nobody traces.
-    Pass ``tracer_`` when it was already looked up (a run's calls share their run's)."""
-    t = tracer_ if tracer_ is not None else tracer()
-    if t is None:
-        yield None
-        return
-    try:
-        cm = t.start_as_current_span(name, attributes=attributes(values), record_exception=False, set_status_on_exception=False)
-        s = cm.__enter__()
-    except Exception:  # noqa: BLE001 - tracing never fails a run
-        yield None
-        return
-    try:
-        yield s
-    except BaseException as e:
-        _error(s, e)
+class span:
+    """``with span(name, values) as s``: a span named ``name`` made current for the body
+    (``s``), or nothing (``s`` is None) when nobody traces. Pass ``tracer_`` when it was
+    already looked up (a run's calls share their run's). An exception leaving the body is
+    recorded on the span, which ends, and goes on. (A class, not a
+    ``contextlib.contextmanager``: a new process does not import ``contextlib`` for it.)"""
+
+    __slots__ = ("_name", "_values", "_tracer", "_cm", "_span")
+
+    def __init__(self, name: str, values: Mapping[str, Any] = {}, tracer_: Any = None) -> None:
+        self._name, self._values, self._tracer = name, values, tracer_
+        self._cm: Any = None
+        self._span: Any = None
+
+    def __enter__(self) -> Optional[Any]:
+        t = self._tracer if self._tracer is not None else tracer()
+        if t is None:
+            return None
+        try:
+            cm = t.start_as_current_span(self._name, attributes=attributes(self._values), record_exception=False, set_status_on_exception=False)
+            self._span = cm.__enter__()
+        except Exception:  # noqa: BLE001 - tracing never fails a run
+            return None
+        self._cm = cm
+        return self._span
+
+    def __exit__(self, kind: Any, error: Any, tb: Any) -> None:
+        cm, self._cm = self._cm, None
+        if cm is None:
+            return
+        if kind is not None:
+            _error(self._span, error if error is not None else kind())
         cm.__exit__(None, None, None)
-        raise
-    cm.__exit__(None, None, None)
 
 
 def _error(s: Any, e: BaseException) -> None:

@@ -4,21 +4,28 @@
 
 Plain frozen data: this module imports neither the extension nor asyncio, so
 `wasi_python.tools` (which re-exports the tool records) imports without compiled code.
+The records are frozen dataclasses to ``dataclasses`` and type checkers, written out as
+`_frozen.Record` classes: a new process imports neither ``dataclasses`` nor ``typing``
+for them (_frozen.py).
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field, fields
-from typing import TYPE_CHECKING, Any, Mapping, Optional
+from ._frozen import FACTORY, Record, record
 
+TYPE_CHECKING = False
 if TYPE_CHECKING:
+    from typing import Any, Mapping, Optional
+
     from ._network import NetworkRecord
+
+_set = object.__setattr__
 
 __all__ = ["Completed", "ToolOutcome", "ToolRecord", "FileFault", "FileRecord", "Display", "Stdout", "Stderr"]
 
 
-@dataclass(frozen=True, slots=True)
-class Completed:
+@record(frozen=True)
+class Completed(Record):
     """How a run ended. Every guest behaviour ends here; ``run`` does not raise for it.
 
     - ``exit_code``: the exit status (0-255), or None when the run trapped.
@@ -50,12 +57,47 @@ class Completed:
     truncated: tuple[str, ...]
     fuel_used: Optional[int]
     duration_s: float
-    tools: Optional["ToolRecord"] = field(default=None)
-    file_bytes_written: int = 0
-    files: Optional["FileRecord"] = field(default=None)
-    network: Optional["NetworkRecord"] = field(default=None)
-    displays: tuple["Display", ...] = ()
-    bad_displays: int = 0
+    tools: Optional[ToolRecord]
+    file_bytes_written: int
+    files: Optional[FileRecord]
+    network: Optional[NetworkRecord]
+    displays: tuple[Display, ...]
+    bad_displays: int
+
+    __slots__ = __match_args__ = (
+        "exit_code", "stdout", "stderr", "trapped", "truncated", "fuel_used", "duration_s", "tools",
+        "file_bytes_written", "files", "network", "displays", "bad_displays",
+    )
+
+    def __init__(
+        self,
+        exit_code: Optional[int],
+        stdout: bytes,
+        stderr: bytes,
+        trapped: Optional[str],
+        truncated: tuple[str, ...],
+        fuel_used: Optional[int],
+        duration_s: float,
+        tools: Optional[ToolRecord] = None,
+        file_bytes_written: int = 0,
+        files: Optional[FileRecord] = None,
+        network: Optional[NetworkRecord] = None,
+        displays: tuple[Display, ...] = (),
+        bad_displays: int = 0,
+    ) -> None:
+        _set(self, "exit_code", exit_code)
+        _set(self, "stdout", stdout)
+        _set(self, "stderr", stderr)
+        _set(self, "trapped", trapped)
+        _set(self, "truncated", truncated)
+        _set(self, "fuel_used", fuel_used)
+        _set(self, "duration_s", duration_s)
+        _set(self, "tools", tools)
+        _set(self, "file_bytes_written", file_bytes_written)
+        _set(self, "files", files)
+        _set(self, "network", network)
+        _set(self, "displays", displays)
+        _set(self, "bad_displays", bad_displays)
 
     @property
     def ok(self) -> bool:
@@ -77,8 +119,8 @@ def mime_kind(mime: str) -> str:
     return "text"
 
 
-@dataclass(frozen=True, slots=True)
-class Display:
+@record(frozen=True)
+class Display(Record):
     """One thing the guest showed, as Jupyter's ``display_data``: a MIME bundle.
 
     - ``data``: MIME type to value: ``bytes`` for binary types (``image/png``,
@@ -92,7 +134,14 @@ class Display:
     """
 
     data: Mapping[str, Any]
-    metadata: Mapping[str, Any] = field(default_factory=dict)
+    metadata: Mapping[str, Any]
+
+    __slots__ = __match_args__ = ("data", "metadata")
+    _factories = {"metadata": dict}
+
+    def __init__(self, data: Mapping[str, Any], metadata: Mapping[str, Any] = FACTORY) -> None:
+        _set(self, "data", data)
+        _set(self, "metadata", {} if metadata is FACTORY else metadata)
 
     @classmethod
     def from_json(cls, raw: bytes | str) -> "Display":
@@ -118,22 +167,32 @@ class Display:
         return j["data"], j["metadata"]
 
 
-@dataclass(frozen=True, slots=True)
-class Stdout:
+@record(frozen=True)
+class Stdout(Record):
     """A streamed event: bytes the guest wrote to stdout (``wasi_python.stream``)."""
 
     data: bytes
 
+    __slots__ = __match_args__ = ("data",)
 
-@dataclass(frozen=True, slots=True)
-class Stderr:
+    def __init__(self, data: bytes) -> None:
+        _set(self, "data", data)
+
+
+@record(frozen=True)
+class Stderr(Record):
     """A streamed event: bytes the guest wrote to stderr (``wasi_python.stream``)."""
 
     data: bytes
 
+    __slots__ = __match_args__ = ("data",)
 
-@dataclass(frozen=True, slots=True)
-class ToolOutcome:
+    def __init__(self, data: bytes) -> None:
+        _set(self, "data", data)
+
+
+@record(frozen=True)
+class ToolOutcome(Record):
     """One frame the guest sent, and how it was answered."""
 
     seq: int
@@ -147,11 +206,39 @@ class ToolOutcome:
     abandoned: bool  # answered while the tool ran on
     # False when the guest never received the answer (it had no memory left for it):
     # the guest saw the door fail, ``fault`` says why, and the tool's effect stands.
-    delivered: bool = True
+    delivered: bool
+
+    __slots__ = __match_args__ = (
+        "seq", "op", "tool", "outcome", "message", "request_bytes", "response_bytes", "fault", "abandoned", "delivered",
+    )
+
+    def __init__(
+        self,
+        seq: int,
+        op: str,
+        tool: Optional[str],
+        outcome: str,
+        message: Optional[str],
+        request_bytes: int,
+        response_bytes: int,
+        fault: Optional[str],
+        abandoned: bool,
+        delivered: bool = True,
+    ) -> None:
+        _set(self, "seq", seq)
+        _set(self, "op", op)
+        _set(self, "tool", tool)
+        _set(self, "outcome", outcome)
+        _set(self, "message", message)
+        _set(self, "request_bytes", request_bytes)
+        _set(self, "response_bytes", response_bytes)
+        _set(self, "fault", fault)
+        _set(self, "abandoned", abandoned)
+        _set(self, "delivered", delivered)
 
 
-@dataclass(frozen=True, slots=True)
-class ToolRecord:
+@record(frozen=True)
+class ToolRecord(Record):
     """What happened at the door during a run.
 
     - ``frames``: every frame counted;
@@ -165,9 +252,17 @@ class ToolRecord:
     unlisted: int
     abandoned: tuple[ToolOutcome, ...]
 
+    __slots__ = __match_args__ = ("frames", "outcomes", "unlisted", "abandoned")
 
-@dataclass(frozen=True, slots=True)
-class FileFault:
+    def __init__(self, frames: int, outcomes: tuple[ToolOutcome, ...], unlisted: int, abandoned: tuple[ToolOutcome, ...]) -> None:
+        _set(self, "frames", frames)
+        _set(self, "outcomes", outcomes)
+        _set(self, "unlisted", unlisted)
+        _set(self, "abandoned", abandoned)
+
+
+@record(frozen=True)
+class FileFault(Record):
     """A provider call that failed by a fault (the guest saw EIO or ETIMEDOUT), or a
     write the provider refused."""
 
@@ -175,9 +270,16 @@ class FileFault:
     path: str
     error: str
 
+    __slots__ = __match_args__ = ("method", "path", "error")
 
-@dataclass(frozen=True, slots=True)
-class FileRecord:
+    def __init__(self, method: str, path: str, error: str) -> None:
+        _set(self, "method", method)
+        _set(self, "path", path)
+        _set(self, "error", error)
+
+
+@record(frozen=True)
+class FileRecord(Record):
     """What a run's mounts did (``Completed.files``; None without mounts).
 
     - ``calls``: provider calls by method ("stat", "list", "read", "write", ...); ``total``.
@@ -191,17 +293,49 @@ class FileRecord:
       grace of 0.5 s after the deadline or cancel); ``undelivered_total``.
     """
 
-    calls: Mapping[str, int] = field(default_factory=dict)
-    total: int = 0
-    refused_calls: int = 0
-    faults: tuple[FileFault, ...] = ()
-    faults_total: int = 0
-    refused_writes: tuple[FileFault, ...] = ()
-    refused_writes_total: int = 0
-    files_written: int = 0
-    bytes_written: int = 0
-    undelivered: tuple[str, ...] = ()
-    undelivered_total: int = 0
+    calls: Mapping[str, int]
+    total: int
+    refused_calls: int
+    faults: tuple[FileFault, ...]
+    faults_total: int
+    refused_writes: tuple[FileFault, ...]
+    refused_writes_total: int
+    files_written: int
+    bytes_written: int
+    undelivered: tuple[str, ...]
+    undelivered_total: int
+
+    __slots__ = __match_args__ = (
+        "calls", "total", "refused_calls", "faults", "faults_total", "refused_writes", "refused_writes_total",
+        "files_written", "bytes_written", "undelivered", "undelivered_total",
+    )
+    _factories = {"calls": dict}
+
+    def __init__(
+        self,
+        calls: Mapping[str, int] = FACTORY,
+        total: int = 0,
+        refused_calls: int = 0,
+        faults: tuple[FileFault, ...] = (),
+        faults_total: int = 0,
+        refused_writes: tuple[FileFault, ...] = (),
+        refused_writes_total: int = 0,
+        files_written: int = 0,
+        bytes_written: int = 0,
+        undelivered: tuple[str, ...] = (),
+        undelivered_total: int = 0,
+    ) -> None:
+        _set(self, "calls", {} if calls is FACTORY else calls)
+        _set(self, "total", total)
+        _set(self, "refused_calls", refused_calls)
+        _set(self, "faults", faults)
+        _set(self, "faults_total", faults_total)
+        _set(self, "refused_writes", refused_writes)
+        _set(self, "refused_writes_total", refused_writes_total)
+        _set(self, "files_written", files_written)
+        _set(self, "bytes_written", bytes_written)
+        _set(self, "undelivered", undelivered)
+        _set(self, "undelivered_total", undelivered_total)
 
 
 # --------------------------------------------------------------------------------------------
@@ -230,7 +364,7 @@ def completed_from_ext(outcome: Any) -> Completed:
     )
 
 
-_OUTCOME_FIELDS = tuple(f.name for f in fields(ToolOutcome))
+_OUTCOME_FIELDS = ToolOutcome.__match_args__
 
 
 def _tool_record(r: Any) -> ToolRecord:

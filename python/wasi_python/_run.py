@@ -3,17 +3,25 @@
 from __future__ import annotations
 
 import atexit
-import operator
 import os
-from dataclasses import dataclass, fields
-from pathlib import Path
-from types import MappingProxyType
-from typing import TYPE_CHECKING, Any, Callable, Iterable, Mapping, Optional, Sequence, overload
+from _collections_abc import Iterable, Mapping, Sequence  # collections.abc's own: `collections` not imported for them
+from _operator import is_  # operator.is_, without `operator`
 
+MappingProxyType = type(type.__dict__)  # types.MappingProxyType, without `types`
+
+# What a new process imports costs it (``import wasi_python`` and one run: issue 43): no
+# `typing`, `dataclasses` or `pathlib` here, nor in the modules imported below.
+TYPE_CHECKING = False
 if TYPE_CHECKING:
     import asyncio
+    from pathlib import Path
+    from typing import Any, Callable, Optional, overload
 
     from ._snapshot import Snapshot
+else:
+
+    def overload(fn):  # the overloads are for type checkers; the last definition stands
+        return fn
 
 from . import _otel, _stream
 from . import _wasi_python as _ext
@@ -53,9 +61,10 @@ _ARTIFACTS_ENV = "WASI_PYTHON_ARTIFACTS"
 _FIX = "cargo xtask dist"
 
 
-# Resolved once: resolving walks the path with a system call per component.
-_PACKAGE = Path(__file__).resolve().parent
-_PACKAGE_ARTIFACTS = _PACKAGE / "_artifacts"
+# Resolved once: resolving walks the path with a system call per component. A str, as
+# the extension takes it (`artifacts` gives a Path).
+_PACKAGE = os.path.dirname(os.path.realpath(__file__))
+_PACKAGE_ARTIFACTS = os.path.join(_PACKAGE, "_artifacts")
 
 
 def artifacts() -> Path:
@@ -65,16 +74,34 @@ def artifacts() -> Path:
 
     Raises ArtifactsMissing, naming what is missing and the command that fixes it.
     """
+    from pathlib import Path
+
+    return Path(_artifacts())
+
+
+def _artifacts() -> str:
+    """`artifacts`, as a str: ``str(artifacts())``, without importing `pathlib`."""
     env = os.environ.get(_ARTIFACTS_ENV)
-    path = Path(env) if env else _PACKAGE_ARTIFACTS
-    _ext.check_artifacts(str(path))
+    path = _path_str(env) if env else _PACKAGE_ARTIFACTS
+    _ext.check_artifacts(path)
     return path
+
+
+def _path_str(path: str) -> str:
+    """``str(pathlib.Path(path))``: on POSIX, the same text made here (empty and ``.``
+    parts dropped, a leading ``//`` kept, as `pathlib` does)."""
+    if os.name != "posix":
+        from pathlib import Path
+
+        return str(Path(path))
+    root = "//" if path.startswith("//") and not path.startswith("///") else "/" if path.startswith("/") else ""
+    return root + "/".join(p for p in path.split("/") if p and p != ".") or "."
 
 
 def default_preload() -> tuple[str, ...]:
     """The modules a run, ``run_async`` or ``Session`` preloads when ``preload=`` is not
     given: numpy and pandas, and matplotlib with ``matplotlib.pyplot`` (Agg backend)."""
-    return tuple(_ext.default_preload(str(artifacts())))
+    return tuple(_ext.default_preload(_artifacts()))
 
 
 @overload
@@ -93,9 +120,11 @@ def prepare(preload: Optional[Iterable[str]] = None, *, setup: Optional[str] = N
     ``SnapshotError`` (``kind="setup"``) with its stderr."""
     if setup is not None:
         return _prepare_setup(preload, setup, deadline_s)
-    path = _ext.prepare_preload(str(artifacts()), _check_preload(preload))
+    path = _ext.prepare_preload(_artifacts(), _check_preload(preload))
     if path is None:
         raise ValueError("preload: () names no modules, so there is no snapshot to prepare")
+    from pathlib import Path
+
     return Path(path)
 
 
@@ -119,8 +148,9 @@ def _precompile(where: str | os.PathLike[str] | None = None) -> None:
     """Compiles the guest for this machine's wasmtime now (``cargo xtask dist`` calls it):
     the plain flavour only; the fuel-metered one is compiled by the first run with ``fuel=``."""
     import time
+    from pathlib import Path
 
-    path = str(where) if where is not None else str(artifacts())
+    path = str(where) if where is not None else _artifacts()
     t = time.perf_counter()
     file = _ext.precompile(path)
     print(f"guest ready in {time.perf_counter() - t:.1f} s ({_ext.cpu_level(path)}, {_ext.cache_origin(file)}): {file}")
@@ -175,6 +205,7 @@ def _compile_guest_package(dist: Path) -> int:
     again (the guest cannot write bytecode itself)."""
     import shutil
     import tempfile
+    from pathlib import Path
 
     pkg = dist / "lib" / "wasi-python"
     for cache in pkg.rglob("__pycache__"):
@@ -197,6 +228,7 @@ def _replace_tree(src: Path, dst: Path) -> None:
     change under it (``shutil.copytree`` rewrote ``host.bundle`` in place)."""
     import shutil
     import tempfile
+    from pathlib import Path
 
     for d, _, files in os.walk(src):
         into = dst / Path(d).relative_to(src)
@@ -437,7 +469,7 @@ def plain(given: Mapping[str, Any], defaults: tuple[tuple[str, ...], tuple[Any, 
     comparison runs in C (``map``), not a loop of Python: each line of Python costs a run
     several microseconds when its caches are cold."""
     names, values = defaults
-    return all(map(operator.is_, map(given.__getitem__, names), values))
+    return all(map(is_, map(given.__getitem__, names), values))
 
 
 def plain_args(argv: Any, stdin: Any) -> tuple[str, list[str], bytes, Any, None]:
@@ -482,21 +514,32 @@ def plain_where() -> str:
 
 
 _RUN_PLAIN = keyword_defaults(run)[1]
-_ext.set_completed(Completed, tuple(f.name for f in fields(Completed)))
+_ext.set_completed(Completed, Completed.__match_args__)
 
 
-@dataclass(frozen=True)
 class _Plan:
     """A run's checked arguments, ready for the extension."""
 
-    where: str
-    args: list[str]
-    stdin: bytes
-    settings: dict[str, Any]
-    host: Any
-    door: Optional[tuple[list[Any], Any, Optional[int], Optional[int]]]
-    #: ``(Network, {name: Secret})`` when the run has a network.
-    network: Optional[tuple[Any, dict[str, Any]]] = None
+    __slots__ = ("where", "args", "stdin", "settings", "host", "door", "network")
+
+    def __init__(
+        self,
+        where: str,
+        args: list[str],
+        stdin: bytes,
+        settings: dict[str, Any],
+        host: Any,
+        door: Optional[tuple[list[Any], Any, Optional[int], Optional[int]]],
+        network: Optional[tuple[Any, dict[str, Any]]] = None,
+    ) -> None:
+        self.where = where
+        self.args = args
+        self.stdin = stdin
+        self.settings = settings
+        self.host = host
+        self.door = door
+        #: ``(Network, {name: Secret})`` when the run has a network.
+        self.network = network
 
 
 def make_plan(
@@ -529,7 +572,8 @@ def check_settings(
     """The settings ``run`` and ``Session`` share, checked, by the extension's names
     (``_ext.Options``); the tools and mounts are added where the run is made."""
     grants_l = _check_grants(grants)
-    mounts_l = _files.check_mounts(mounts)
+    # No mounts (the default): `_files` is not imported for them.
+    mounts_l = [] if type(mounts) in (tuple, list) and not mounts else _files.check_mounts(mounts)
     settings: dict[str, Any] = {
         "env": _check_env(env),
         "grants": grants_l,
@@ -553,7 +597,7 @@ def ext_options(settings: dict[str, Any], door: Optional[tuple[list[Any], Any, O
     if network is not None:
         kw["network"] = network
         kw["env"] = [*settings["env"], *network.env()]
-    kw["mounts"] = _files.for_ext(settings["mounts"], dispatcher)
+    kw["mounts"] = _files.for_ext(settings["mounts"], dispatcher) if settings["mounts"] else []
     kw.setdefault("snapshot", None)
     kw.setdefault("keep_random", False)
     tools, _, frames, req = door if door is not None else (None, None, None, None)
@@ -583,8 +627,10 @@ def _check_files(file_write_bytes: Any, max_open_files: Any, workdir: Any, grant
     over this package (the runtime refuses the artifacts and the compiled-guest cache itself)."""
     for g in grants:
         if g.writable:
-            h = Path(g.host_path).resolve()
-            if h == _PACKAGE or h in _PACKAGE.parents or _PACKAGE in h.parents:
+            from pathlib import Path
+
+            h, package = Path(g.host_path).resolve(), Path(_PACKAGE)
+            if h == package or h in package.parents or package in h.parents:
                 raise ValueError(f"grants: a writable grant of {g.host_path} would let the guest rewrite this package ({_PACKAGE})")
     quota = check_int("file_write_bytes", file_write_bytes, optional=True)
     fds = check_int("max_open_files", max_open_files, minimum=1, maximum=SIZE_MAX)
@@ -603,7 +649,7 @@ def _check_memory(memory_bytes: Any) -> int:
 def artifacts_dir(tools: bool) -> str:
     """The artifact folder, as the extension takes it; ArtifactsMissing when ``tools``
     are offered and the set there predates the tool protocol."""
-    where = str(artifacts())
+    where = _artifacts()
     if tools and _ext.check_artifacts(where) is None:
         raise ArtifactsMissing(
             f"the guest artifacts in {where} predate the tool protocol, so tools= cannot be served; "

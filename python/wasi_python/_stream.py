@@ -19,13 +19,12 @@ the ``Completed`` has it all.
 
 from __future__ import annotations
 
-import inspect
-from typing import TYPE_CHECKING, Any, AsyncIterator, Callable, Optional
-
 from ._records import Completed, Display, Stderr, Stdout
 
+TYPE_CHECKING = False
 if TYPE_CHECKING:
     import asyncio
+    from typing import Any, AsyncIterator, Callable, Optional
 
 __all__ = ["Handlers", "check_handlers", "SyncDelivery", "AsyncDelivery", "LoopReader", "pump", "event_object", "STREAM_STALL_S"]
 
@@ -39,7 +38,15 @@ _NOTE = "raised by a streaming callback (on_stdout, on_stderr, on_display); the 
 
 
 def _is_async(fn: Any) -> bool:
+    import inspect  # here: a run without callbacks does not need it
+
     return inspect.iscoroutinefunction(fn) or inspect.iscoroutinefunction(getattr(type(fn), "__call__", None))
+
+
+def _isawaitable(value: Any) -> bool:
+    import inspect
+
+    return inspect.isawaitable(value)
 
 
 class Handlers:
@@ -138,7 +145,7 @@ class AsyncDelivery(_Delivery):
             return
         try:
             result = fn(_argument(kind, payload))
-            if inspect.isawaitable(result):
+            if _isawaitable(result):
                 await result
         except BaseException as e:  # noqa: BLE001 - kept, raised after the run's end
             self.failed(e)

@@ -5,9 +5,13 @@ from __future__ import annotations
 
 import os
 import sys
-from dataclasses import dataclass
-from collections.abc import Iterable
-from typing import Any, Optional
+from _collections_abc import Iterable  # collections.abc's own: `collections` not imported for it
+
+from ._frozen import Record, record
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from typing import Any, Optional
 
 __all__ = ["Grant"]
 
@@ -79,8 +83,8 @@ def check_seconds(name: str, value: Any) -> Optional[float]:
     return float(value)
 
 
-@dataclass(frozen=True, slots=True)
-class Grant:
+@record(frozen=True)
+class Grant(Record):
     """A host folder offered to the guest at ``guest_path``; read-only unless ``writable``.
 
     The guest cannot leave the folder by ``..``, absolute paths or symlinks.
@@ -88,7 +92,15 @@ class Grant:
 
     host_path: str | os.PathLike[str]
     guest_path: str
-    writable: bool = False
+    writable: bool
+
+    __slots__ = __match_args__ = ("host_path", "guest_path", "writable")
+
+    def __init__(self, host_path: str | os.PathLike[str], guest_path: str, writable: bool = False) -> None:
+        object.__setattr__(self, "host_path", host_path)
+        object.__setattr__(self, "guest_path", guest_path)
+        object.__setattr__(self, "writable", writable)
+        self.__post_init__()
 
     def __post_init__(self) -> None:
         # Checked here, where the mistake is made: writable="no" would otherwise be truthy.
