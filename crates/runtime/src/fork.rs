@@ -621,6 +621,28 @@ impl Taker {
         self.last.lock().tracker = None;
     }
 
+    /// Gives back the pages of the guest's `memory` that it wrote but that hold what
+    /// its origin, a session snapshot, holds there (rest.rs), between turns; returns how
+    /// many. Only while the session has taken no snapshot: a page given back reads its
+    /// origin's bytes and is no longer named written, which a later snapshot against its
+    /// last one (whose page may differ from the origin's) would miss. `memory` is mapped copy-on-write from
+    /// the origin since the instance was made, as for [`Taker::take`].
+    pub(crate) fn give_back(&self, memory: &[u8]) -> u64 {
+        let last = self.last.lock();
+        if last.snapshot.is_some() || last.tracker.is_some() {
+            return 0;
+        }
+        // A session snapshot's layers are the very files its forks map. (A preload
+        // image's layout is opened again by its path, which a rebuild could have
+        // replaced since the engine mapped it: not trusted to give pages back.)
+        let Origin::Snapshot(s) = &self.origin else { return 0 };
+        let origin = s.inner.layout.clone();
+        let (Ok(view), Some(written)) = (origin.view(), crate::delta::written(memory)) else {
+            return 0;
+        };
+        crate::rest::give_back_same(memory, &written, &view)
+    }
+
     /// The guest's memory as a snapshot, wasi-libc's preopen table emptied, the clock
     /// read. The caller has checked that the guest is between turns and holds no
     /// files, and `memory` is the guest's, mapped copy-on-write from what it started

@@ -8,7 +8,7 @@
 
 use std::path::PathBuf;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, AtomicU8, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU8, AtomicU64, Ordering};
 use std::sync::mpsc::{self, Receiver, RecvTimeoutError, SyncSender};
 use std::time::{Duration, Instant};
 
@@ -136,6 +136,29 @@ enum Cmd {
     Close(SyncSender<Option<Completed>>, CancelToken),
 }
 
+/// What a session gave back as it rested between turns ([`Session::rest_stats`]): a
+/// diagnostic.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct RestStats {
+    /// How often it rested: no command came for [`wasi_python_sched::threads::REST`]
+    /// after a turn (or after it opened).
+    pub rests: u64,
+    /// The 4 KiB pages of the guest's memory it gave back: written by the guest, but
+    /// holding again what the memory was mapped from (rest.rs).
+    pub guest_pages: u64,
+    /// The bytes of its thread's stack, resident below where the thread rests, given back.
+    pub stack_bytes: u64,
+}
+
+/// [`RestStats`], counted by the session thread.
+#[derive(Debug, Default)]
+struct Rested {
+    rests: AtomicU64,
+    guest_pages: AtomicU64,
+    stack_bytes: AtomicU64,
+}
+
 /// A live interpreter. Used from one thread at a time: a second concurrent turn is
 /// refused with [`SessionError::Busy`].
 #[derive(Debug)]
@@ -157,6 +180,8 @@ pub struct Session {
     /// The fork generation it opened in (forks.rs): in a forked child its thread does
     /// not exist, and the session is closed there.
     born: u64,
+    /// What it gave back as it rested.
+    rested: Arc<Rested>,
 }
 
 /// A turn in progress. The session is busy until its result is taken or it is dropped.
@@ -241,12 +266,14 @@ impl Runtime {
         let thread2 = thread.clone();
         let policy = self.launcher().policy.clone();
         let turn_spin = policy.turn_spin;
+        let rested = Arc::new(Rested::default());
+        let rested2 = rested.clone();
         std::thread::Builder::new()
             .name("wasi-python-session".into())
             .stack_size(GUEST_THREAD_STACK)
             .spawn(move || {
                 thread2.register();
-                let mut live = match Live::open(&prepared, &artifacts, &config, &grants, taker) {
+                let mut live = match Live::open(&prepared, &artifacts, &config, &grants, taker, rested2) {
                     Ok(l) => {
                         let _ = ready_tx.send(Ok(()));
                         l
@@ -276,6 +303,7 @@ impl Runtime {
             turn_spin,
             ended,
             born: wasi_python_sched::forks::generation(),
+            rested,
         })
     }
 }
@@ -287,6 +315,18 @@ impl Session {
             return Some(SessionEnd::Closed);
         }
         self.ended.lock().clone()
+    }
+
+    /// What the session gave back as it rested between turns: the guest's pages that
+    /// hold again what its memory was mapped from, and its thread's stack below where it
+    /// rests. It rests once no command came for [`wasi_python_sched::threads::REST`]
+    /// after a turn (or its opening), until the next turn.
+    pub fn rest_stats(&self) -> RestStats {
+        RestStats {
+            rests: self.rested.rests.load(Ordering::Relaxed),
+            guest_pages: self.rested.guest_pages.load(Ordering::Relaxed),
+            stack_bytes: self.rested.stack_bytes.load(Ordering::Relaxed),
+        }
     }
 
     /// Whether this is a forked child of the process that opened the session.
@@ -495,6 +535,8 @@ struct Live {
     finish: bool,
     /// What the guest started from, and the runtime: what a snapshot of it needs.
     taker: Taker,
+    /// What it gave back as it rested ([`Session::rest_stats`]).
+    rested: Arc<Rested>,
 }
 
 /// Closing with our guest package: what finalisation does that a program can observe,
@@ -508,6 +550,7 @@ impl Live {
         config: &RunConfig,
         grants: &[(PathBuf, String, bool)],
         taker: Taker,
+        rested: Arc<Rested>,
     ) -> Result<Live, Error> {
         let (prepared, slot) = flavoured.pick()?;
         let clock = taker.origin.clock_start();
@@ -525,7 +568,7 @@ impl Live {
         } else {
             setup_code(artifacts.guest_path(), config.workdir_path())
         };
-        let mut live = Live { guest, _slot: slot, opened: Instant::now(), finish: artifacts.guest_path().is_some(), taker };
+        let mut live = Live { guest, _slot: slot, opened: Instant::now(), finish: artifacts.guest_path().is_some(), taker, rested };
         let setup = Turn {
             code,
             deadline: Some(SETUP_DEADLINE),
@@ -559,6 +602,8 @@ impl Live {
     ) -> SessionEnd {
         let mut answered = Instant::now();
         let mut spin_for_next = true;
+        // Whether the session has rested since its last turn (or its opening's).
+        let mut at_rest = false;
         loop {
             let mut wait = limits.idle.unwrap_or(Duration::from_secs(u32::MAX as u64));
             let mut why = SessionEnd::Idle;
@@ -587,7 +632,7 @@ impl Live {
             let next = match spun {
                 Some(Ok(cmd)) => Ok(cmd),
                 Some(Err(std::sync::mpsc::TryRecvError::Disconnected)) => Err(RecvTimeoutError::Disconnected),
-                Some(Err(std::sync::mpsc::TryRecvError::Empty)) | None => rx.recv_timeout(wait),
+                Some(Err(std::sync::mpsc::TryRecvError::Empty)) | None => self.recv_resting(rx, wait, &mut at_rest),
             };
             thread.woken();
             // A command within the policy's `back_to_back` of the last answer comes back to
@@ -601,6 +646,7 @@ impl Live {
                         turn.deadline = Some(turn.deadline.map_or(left, |d| d.min(left)));
                     }
                     self.guest.begin_turn();
+                    at_rest = false;
                     let (done, mut end) = self.run_turn(&turn);
                     // A turn cut short by the session's lifetime ends it for that reason.
                     let lived = limits.lifetime.is_some_and(|l| self.opened.elapsed() >= l);
@@ -629,6 +675,38 @@ impl Live {
                 Err(RecvTimeoutError::Disconnected) => return SessionEnd::Closed,
             }
         }
+    }
+
+    /// The next command within `wait`; should none come within
+    /// [`wasi_python_sched::threads::REST`] and the session has not rested since its
+    /// last turn, it rests first ([`Live::rest`]), then waits the rest of `wait`.
+    fn recv_resting(&mut self, rx: &Receiver<Cmd>, wait: Duration, at_rest: &mut bool) -> Result<Cmd, RecvTimeoutError> {
+        let rest = wasi_python_sched::threads::REST;
+        if *at_rest || wait <= rest {
+            return rx.recv_timeout(wait);
+        }
+        let started = Instant::now();
+        match rx.recv_timeout(rest) {
+            Err(RecvTimeoutError::Timeout) => {
+                self.rest();
+                *at_rest = true;
+                rx.recv_timeout(wait.saturating_sub(started.elapsed()))
+            }
+            other => other,
+        }
+    }
+
+    /// Gives back what the session holds but does not need between turns: the pages
+    /// of the guest's memory it wrote that hold again what the memory was mapped from
+    /// (fork.rs `Taker::give_back`, rest.rs), and its thread's stack below where it
+    /// stands (sched's stack.rs), which a deep turn left resident.
+    fn rest(&mut self) {
+        let rested = &self.rested;
+        if let Some(memory) = self.guest.memory_slice() {
+            rested.guest_pages.fetch_add(self.taker.give_back(memory), Ordering::Relaxed);
+        }
+        rested.stack_bytes.fetch_add(wasi_python_sched::stack::give_back() as u64, Ordering::Relaxed);
+        rested.rests.fetch_add(1, Ordering::Relaxed);
     }
 
     /// Runs one turn; the second value says why the session ended with it, if it did.

@@ -7,6 +7,7 @@
 //! - [`wake`]: a waiting thread woken on its waker's CPU, and kept off it after; only the
 //!   caller's own threads move unless the embedder asks, and what it set is never undone.
 //! - [`try_recv_spinning`]: a wait that spins before it sleeps.
+//! - [`stack::give_back`]: a resting thread's stack pages below its frame given back.
 //! - [`forks`]: a forked child's lists notice they hold their parent's entries.
 //!
 //! Every pool here is a value its owner holds (the runtime's `Launcher`): two owners
@@ -14,6 +15,7 @@
 
 pub mod call_threads;
 pub mod forks;
+pub mod stack;
 pub mod threads;
 pub mod wait;
 pub mod wake;

@@ -17,6 +17,11 @@ use crate::Job;
 use crate::forks::{Count, Counted, Seen};
 use crate::wake::{Away, Change, Sleeper};
 
+/// How long a kept thread waits idle before it gives back its stack's pages below its
+/// frame: longer than the pause between runs back to back, so those do not fault the
+/// pages in again.
+pub const REST: Duration = Duration::from_millis(250);
+
 /// Threads kept for the next job: at most `max_idle` wait idle, each for `idle_for`,
 /// then it ends. Each owner has its own (the runtime's launcher): two share no thread.
 pub struct KeptThreads {
@@ -75,12 +80,17 @@ impl KeptThreads {
             .map(|_| ())
     }
 
-    /// A kept thread's life: `first`, then the jobs it is handed while it waits idle.
+    /// A kept thread's life: `first`, then the jobs it is handed while it waits idle. A
+    /// thread idle for [`REST`] gives back its stack below its frame (stack.rs): a deep
+    /// run's pages do not stay with it for the rest of its wait.
     fn serve(&self, first: Job) {
         let mut job = first;
         loop {
             job();
-            match self.idle.wait((), self.max_idle, self.idle_for, || {}) {
+            let rest = || {
+                crate::stack::give_back();
+            };
+            match self.idle.wait_resting((), self.max_idle, self.idle_for, || {}, REST, rest) {
                 Some(next) => job = next,
                 None => return,
             }
@@ -234,6 +244,12 @@ impl<T, K> Waiters<T, K> {
     /// wait already, and `None` if no job came (or [`Waiters::clear`] ended the wait).
     /// `listed` runs once this waiter can be offered jobs.
     pub fn wait(&self, key: K, max: usize, idle: Duration, listed: impl FnOnce()) -> Option<T> {
+        self.wait_resting(key, max, idle, listed, idle, || {})
+    }
+
+    /// [`Waiters::wait`], running `resting` once if no job came within `rest` (and the
+    /// wait goes on, up to `idle` in all); a job offered meanwhile waits for it.
+    pub fn wait_resting(&self, key: K, max: usize, idle: Duration, listed: impl FnOnce(), rest: Duration, resting: impl FnOnce()) -> Option<T> {
         let id = self.ids.fetch_add(1, Ordering::Relaxed);
         let (tx, rx) = mpsc::sync_channel(1);
         let sleeper = Sleeper::here();
@@ -246,7 +262,19 @@ impl<T, K> Waiters<T, K> {
         }
         self.listed.notify_all();
         listed();
-        let (job, pulled) = match rx.recv_timeout(idle) {
+        let started = std::time::Instant::now();
+        let first = if rest < idle {
+            match rx.recv_timeout(rest) {
+                Err(mpsc::RecvTimeoutError::Timeout) => {
+                    resting();
+                    rx.recv_timeout(idle.saturating_sub(started.elapsed()))
+                }
+                other => other,
+            }
+        } else {
+            rx.recv_timeout(idle)
+        };
+        let (job, pulled) = match first {
             Ok(got) => got,
             Err(_) => {
                 let mut list = self.list();
@@ -419,6 +447,45 @@ mod tests {
         assert_eq!(w.offer_within(7, false, long, || worth.load(Ordering::SeqCst)), Err(7));
         assert!(started.elapsed() < Duration::from_secs(5));
         waker.join().unwrap();
+    }
+
+    #[test]
+    fn a_resting_waiter_rests_once_then_takes_its_job() {
+        let w: std::sync::Arc<Waiters<u32, ()>> = std::sync::Arc::new(Waiters::new());
+        let rested = std::sync::Arc::new(std::sync::atomic::AtomicUsize::new(0));
+        let waiter = {
+            let (w, rested) = (w.clone(), rested.clone());
+            std::thread::spawn(move || {
+                let rest = || {
+                    rested.fetch_add(1, Ordering::SeqCst);
+                };
+                w.wait_resting((), 8, Duration::from_secs(30), || {}, Duration::from_millis(1), rest)
+            })
+        };
+        while rested.load(Ordering::SeqCst) == 0 {
+            std::thread::sleep(Duration::from_millis(1));
+        }
+        assert_eq!(w.len(), 1, "resting, it still waits for a job");
+        assert_eq!(w.offer(9, |_| true, false), Ok(()));
+        assert_eq!(waiter.join().unwrap(), Some(9));
+        assert_eq!(rested.load(Ordering::SeqCst), 1);
+        // A job that comes before the rest: no rest.
+        let rested2 = std::sync::Arc::new(std::sync::atomic::AtomicUsize::new(0));
+        let waiter = {
+            let (w, rested2) = (w.clone(), rested2.clone());
+            std::thread::spawn(move || {
+                let rest = || {
+                    rested2.fetch_add(1, Ordering::SeqCst);
+                };
+                w.wait_resting((), 8, Duration::from_secs(30), || {}, Duration::from_secs(20), rest)
+            })
+        };
+        while w.is_empty() {
+            std::thread::yield_now();
+        }
+        assert_eq!(w.offer(3, |_| true, false), Ok(()));
+        assert_eq!(waiter.join().unwrap(), Some(3));
+        assert_eq!(rested2.load(Ordering::SeqCst), 0);
     }
 
     #[test]

@@ -11,6 +11,7 @@ mod idle_memory;
 mod limits;
 mod mounts;
 mod programs;
+mod rest;
 mod sandbox;
 mod snapshot;
 

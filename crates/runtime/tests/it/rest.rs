@@ -1,0 +1,109 @@
+//! What a resting session gives back (session.rs `Live::rest`, rest.rs, sched's
+//! stack.rs): a fork's pages that hold again what its snapshot holds, and its thread's
+//! stack below where it rests; what the guest reads never changes.
+
+use std::time::{Duration, Instant};
+
+use wasi_python_runtime::{Preload, RestStats, RunConfig, Session, SessionLimits, Snapshot, Turn};
+
+use crate::{runtime, text};
+
+fn turn(code: &str) -> Turn {
+    Turn { code: code.into(), deadline: Some(Duration::from_secs(60)), output_bytes: 1 << 20, ..Default::default() }
+}
+
+fn ok(s: &Session, code: &str) -> String {
+    let done = s.turn(turn(code)).expect("the turn runs");
+    assert_eq!(done.exit_code, Some(0), "{code}: {}", text(&done.stderr));
+    text(&done.stdout)
+}
+
+fn open(cfg: RunConfig) -> Session {
+    runtime().open_session(cfg, SessionLimits::default()).expect("a session opens")
+}
+
+fn fork(snap: &Snapshot) -> Session {
+    open(RunConfig::new(Vec::<String>::new()).snapshot(snap.clone()))
+}
+
+/// The session's stats once it has rested more than `than` times (it rests once after
+/// each turn, or its opening, when no command follows within sched's `REST`).
+fn rested(s: &Session, than: u64) -> RestStats {
+    let until = Instant::now() + Duration::from_secs(60);
+    loop {
+        let stats = s.rest_stats();
+        if stats.rests > than {
+            return stats;
+        }
+        assert!(Instant::now() < until, "the session never rested: {stats:?}");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+const SETUP: &str = "\
+import numpy as np
+arr = np.zeros(100_000)
+names = {f'k{i}': [i] * 3 for i in range(20_000)}
+def total(): return float(arr.sum()) + sum(v[0] for v in names.values())
+";
+
+fn warm() -> Snapshot {
+    let s = open(RunConfig::new(Vec::<String>::new()).preload(Preload::Modules(vec!["numpy".into()])));
+    ok(&s, SETUP);
+    s.snapshot().expect("a resting session snapshots")
+}
+
+#[test]
+fn a_resting_fork_gives_back_the_pages_that_hold_their_snapshots_bytes_and_reads_the_same() {
+    let snap = warm();
+    let a = fork(&snap);
+    let b = fork(&snap);
+    let opened = rested(&a, 0);
+    // Written, then put back as the snapshot has it: the pages hold its bytes again.
+    ok(&a, "arr[::512] = 7.0\nfor v in names.values(): v[1] = -1\narr[::512] = 0.0\nfor v in names.values(): v[1] = v[0]");
+    let first = rested(&a, opened.rests);
+    assert!(first.guest_pages - opened.guest_pages >= 100, "the pages written back as they were are given back: {opened:?} {first:?}");
+    let sum = (0..20_000u64).sum::<u64>();
+    assert_eq!(ok(&a, "print(total(), arr[512], names['k7'])"), format!("{sum}.0 0.0 [7, 7, 7]\n"));
+    // Written again after the give-back: the fork's own again, and only its own.
+    ok(&a, "arr[::512] = 3.0\nnames['k7'][2] = 70");
+    let again = rested(&a, first.rests);
+    assert_eq!(ok(&a, "print(arr[1024], names['k7'], arr[1])"), "3.0 [7, 7, 70] 0.0\n");
+    assert_eq!(ok(&b, "print(arr[1024], names['k7'], total())"), format!("0.0 [7, 7, 7] {sum}.0\n"));
+    // A snapshot after the give-back holds what the fork holds, and forks so.
+    let later = a.snapshot().unwrap();
+    assert!(again.rests > first.rests);
+    let c = fork(&later);
+    assert_eq!(ok(&c, "print(arr[1024], arr[1025], names['k7'], names['k8'])"), "3.0 0.0 [7, 7, 70] [8, 8, 8]\n");
+}
+
+#[test]
+fn a_fork_that_snapshotted_keeps_its_pages() {
+    // Its later snapshots name the pages written since its last one: a page given back
+    // would read the origin's bytes, which that snapshot may not hold, unnamed.
+    let snap = warm();
+    let a = fork(&snap);
+    let opened = rested(&a, 0);
+    a.snapshot().unwrap();
+    ok(&a, "arr[::512] = 5.0");
+    let mid = a.snapshot().unwrap();
+    ok(&a, "arr[::512] = 0.0");
+    let after = rested(&a, opened.rests);
+    assert_eq!(after.guest_pages, opened.guest_pages, "a session with a snapshot gives back no guest page");
+    let last = a.snapshot().unwrap();
+    assert_eq!(ok(&fork(&mid), "print(arr[512])"), "5.0\n");
+    assert_eq!(ok(&fork(&last), "print(arr[512])"), "0.0\n");
+}
+
+#[test]
+fn a_session_thread_gives_back_the_stack_a_deep_turn_touched() {
+    let s = open(RunConfig::new(Vec::<String>::new()));
+    let before = rested(&s, 0);
+    // repr of deeply nested lists recurses in C: the guest's wasm frames are on the
+    // session thread's native stack.
+    ok(&s, "import sys\nsys.setrecursionlimit(100_000)\nl = []\nfor _ in range(20_000): l = [l]\ntry:\n    len(repr(l))\nexcept RecursionError:\n    pass");
+    let after = rested(&s, before.rests);
+    let given = after.stack_bytes - before.stack_bytes;
+    assert!(given >= 256 << 10, "the deep turn's stack pages are given back: {given} bytes");
+    assert_eq!(ok(&s, "print(len(str([[[1]]])))"), "7\n", "the thread runs on");
+}
