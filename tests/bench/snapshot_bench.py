@@ -138,16 +138,13 @@ def main() -> None:
             if code:
                 f.run(code)
             print(f"a fork's restore{' and ' + repr(code) if code else ''} changes {f.snapshot().new_pages} pages")
-    before = memory_mb()
-    many = [Session(snapshot=snap) for _ in range(100)]
-    for f in many:
-        f.run("df.loc[0, 'x'] = 1.0")
-    after = memory_mb()
-    print("100 forks alive, each after one turn writing the DataFrame: " + ", ".join(
-        f"{k} {before[k]:.0f} -> {after[k]:.0f} MB (+{after[k] - before[k]:.0f})" for k in before)
-        + f"; Pss {(after['Pss'] - before['Pss']) * 1024 / 100:.0f} KB a fork")
-    for f in many:
-        f.close()
+    # 100 live forks, each case in a new process (closed forks leave pool slots warm):
+    # right after their turns, and at rest (a session that gets no command for 250 ms
+    # gives back the pages it wrote that hold the snapshot's bytes again, and its stack
+    # below its frame; WASI_PYTHON_REST=0 keeps them).
+    for case in ("restore", "len", "write"):
+        out = subprocess.run([sys.executable, __file__, "--forks", case], capture_output=True, text=True, check=True)
+        print(out.stdout, end="")
     before = memory_mb()
     plain = [Session() for _ in range(100)]
     for f in plain:
@@ -160,5 +157,42 @@ def main() -> None:
     s.close()
 
 
+FORK_TURNS = {
+    "restore": (None, "no turn (the restore only)"),
+    "len": ("len(df)", "one turn reading len(df)"),
+    "write": ("df.loc[0, 'x'] = 1.0", "one turn writing the DataFrame"),
+}
+
+
+def forks_alive(case: str) -> None:
+    """The memory of 100 live forks of the pandas session's snapshot, each after the
+    case's turn: right after, and 1 s later, at rest."""
+    code, what = FORK_TURNS[case]
+    s = Session(deadline_s=120)
+    assert s.run(SETUP).exit_code == 0
+    snap = s.snapshot()
+    with Session(snapshot=snap) as f:
+        f.run("len(df)")
+    before = memory_mb()
+    many = [Session(snapshot=snap) for _ in range(100)]
+    for f in many:
+        if code:
+            assert f.run(code).exit_code == 0
+    after = memory_mb()
+    time.sleep(1.0)
+    rest = memory_mb()
+    print(f"100 forks alive, each after {what}: " + ", ".join(
+        f"{k} {before[k]:.0f} -> {after[k]:.0f} MB (+{after[k] - before[k]:.0f})" for k in before)
+        + f"; Pss {(after['Pss'] - before['Pss']) * 1024 / 100:.0f} KB a fork; at rest 1 s later: Pss "
+        f"+{rest['Pss'] - before['Pss']:.0f} MB ({(rest['Pss'] - before['Pss']) * 1024 / 100:.0f} KB a fork), "
+        f"Private_Dirty +{rest['Private_Dirty'] - before['Private_Dirty']:.0f}, Rss +{rest['Rss'] - before['Rss']:.0f}")
+    for f in many:
+        f.close()
+    s.close()
+
+
 if __name__ == "__main__":
-    main()
+    if sys.argv[1:2] == ["--forks"]:
+        forks_alive(sys.argv[2])
+    else:
+        main()

@@ -76,7 +76,7 @@ pub use notice::{Notice, NoticeKind};
 pub use fork::{PACKAGE_VERSION, Snapshot, SnapshotError};
 /// The saved-snapshot file format (`crates/image`), re-exported for embedders.
 pub use wasi_python_image as image;
-pub use session::{Closing, RestStats, Session, SessionEnd, SessionError, SessionLimits, Turn, TurnHandle};
+pub use session::{Closing, REST_ENV, RestStats, Session, SessionEnd, SessionError, SessionLimits, Turn, TurnHandle};
 /// The tool door (`crates/door`), re-exported for embedders; its other names (the
 /// bounded wait, `Stop`) are under [`door`].
 pub use wasi_python_door::{
