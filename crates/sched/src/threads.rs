@@ -17,10 +17,11 @@ use crate::Job;
 use crate::forks::{Count, Counted, Seen};
 use crate::wake::{Away, Change, Sleeper};
 
-/// How long a kept thread waits idle before it gives back its stack's pages below its
-/// frame: longer than the pause between runs back to back, so those do not fault the
-/// pages in again.
-pub const REST: Duration = Duration::from_millis(250);
+/// How long a kept thread (or, in the runtime, a session) waits idle before it gives
+/// back what it does not need between jobs (its stack's pages below its frame): far
+/// longer than the pause between runs back to back, which would fault the pages in
+/// again, and as long as the runtime's idle pool slots wait before they give theirs.
+pub const REST: Duration = Duration::from_secs(1);
 
 /// Threads kept for the next job: at most `max_idle` wait idle, each for `idle_for`,
 /// then it ends. Each owner has its own (the runtime's launcher): two share no thread.
