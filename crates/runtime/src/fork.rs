@@ -623,24 +623,29 @@ impl Taker {
 
     /// Gives back the pages of the guest's `memory` that it wrote but that hold what
     /// its origin, a session snapshot, holds there (rest.rs), between turns; returns how
-    /// many. Only while the session has taken no snapshot: a page given back reads its
-    /// origin's bytes and is no longer named written, which a later snapshot against its
-    /// last one (whose page may differ from the origin's) would miss. `memory` is mapped copy-on-write from
-    /// the origin since the instance was made, as for [`Taker::take`].
+    /// many. A page given back reads its origin's bytes and is no longer named written
+    /// (the tracker's scan and [`crate::delta::written`] name the pages the guest has
+    /// its own copy of): the session's next snapshot takes it as its last snapshot
+    /// holds it. So once the session has snapshotted, a page is given back only if its
+    /// last snapshot holds the same bytes there too; a write after that copies the page
+    /// again, and is named. `memory` is mapped copy-on-write from the origin since the
+    /// instance was made, as for [`Taker::take`].
     pub(crate) fn give_back(&self, memory: &[u8]) -> u64 {
         let last = self.last.lock();
-        if last.snapshot.is_some() || last.tracker.is_some() {
-            return 0;
-        }
         // A session snapshot's layers are the very files its forks map. (A preload
         // image's layout is opened again by its path, which a rebuild could have
         // replaced since the engine mapped it: not trusted to give pages back.)
         let Origin::Snapshot(s) = &self.origin else { return 0 };
-        let origin = s.inner.layout.clone();
-        let (Ok(view), Some(written)) = (origin.view(), crate::delta::written(memory)) else {
-            return 0;
+        let Ok(origin) = s.inner.layout.view() else { return 0 };
+        let also = match &last.snapshot {
+            Some(l) => match l.inner.layout.view() {
+                Ok(v) => Some(v),
+                Err(_) => return 0,
+            },
+            None => None,
         };
-        crate::rest::give_back_same(memory, &written, &view)
+        let Some(written) = crate::delta::written(memory) else { return 0 };
+        crate::rest::give_back_same(memory, &written, &origin, also.as_deref())
     }
 
     /// The guest's memory as a snapshot, wasi-libc's preopen table emptied, the clock

@@ -13,7 +13,9 @@
 //!
 //! **Invariant:** a page is given back only when its bytes equal, at that moment, the
 //! bytes of the page the memory maps there (the origin's `View`), so the guest's memory
-//! reads the same before and after; only between turns, on the session's thread.
+//! reads the same before and after, and, once the session has snapshotted, those its
+//! last snapshot holds there (its next snapshot takes an unnamed page from it); only
+//! between turns, on the session's thread.
 #![allow(unsafe_code, reason = "madvise(MADV_DONTNEED) of pages of the guest's own memory")]
 
 use std::ops::Range;
@@ -23,10 +25,12 @@ use wasi_python_image::PAGE;
 use crate::delta::View;
 
 /// Drops this process's private copy of each page of `memory` among `written` whose
-/// bytes equal `origin`'s page there (what the memory is mapped from); returns how many
-/// pages were given back. `memory` is the guest's whole memory, mapped copy-on-write
-/// from `origin`'s files (zeros past their end), and no guest code runs meanwhile.
-pub(crate) fn give_back_same(memory: &[u8], written: &[Range<u32>], origin: &View) -> u64 {
+/// bytes equal `origin`'s page there (what the memory is mapped from), and `also`'s
+/// if given (the session's last snapshot, which its next takes an unnamed page from);
+/// returns how many pages were given back. `memory` is the guest's whole memory, mapped
+/// copy-on-write from `origin`'s files (zeros past their end), and no guest code runs
+/// meanwhile.
+pub(crate) fn give_back_same(memory: &[u8], written: &[Range<u32>], origin: &View, also: Option<&View>) -> u64 {
     let base = memory.as_ptr() as usize;
     if !base.is_multiple_of(PAGE) || !memory.len().is_multiple_of(PAGE) {
         return 0;
@@ -44,7 +48,8 @@ pub(crate) fn give_back_same(memory: &[u8], written: &[Range<u32>], origin: &Vie
     let mut run: Option<Range<u32>> = None;
     for n in written.iter().flat_map(|r| r.clone()).filter(|&n| n < pages) {
         let at = n as usize * PAGE;
-        if memory[at..at + PAGE] != *origin.page(n) {
+        let page = &memory[at..at + PAGE];
+        if page != origin.page(n) || also.is_some_and(|v| page != v.page(n)) {
             continue;
         }
         match &mut run {
