@@ -44,6 +44,7 @@ def test_a_policy_of_standby_alone_serves_spaced_runs_by_guests_on_standby():
         from wasi_python import _wasi_python as ext
         wasi_python.set_launch_policy(standby=True, primed=False)
         wasi_python.run(["-c", "pass"])
+        wasi_python.run(["-c", "pass"])  # guests on standby are made from the second run on
         served = 0
         for _ in range(5):
             deadline = time.monotonic() + 30
@@ -56,6 +57,33 @@ def test_a_policy_of_standby_alone_serves_spaced_runs_by_guests_on_standby():
         """
     )
     assert out.split() == ["5", "0"], out
+
+
+def test_a_process_s_first_run_leaves_no_guest_on_standby_and_its_second_does():
+    # A process that makes one run and exits (a CLI call, a worker's one task) spends no
+    # CPU on a guest it would never use, and its exit waits for none being made (issue 43);
+    # from its second run on, runs find one waiting (the default policy).
+    out = _child(
+        """
+        import time
+        import wasi_python
+        from wasi_python import _wasi_python as ext
+        def waiting_after(s):
+            deadline = time.monotonic() + s
+            while not ext.guests_on_standby() and time.monotonic() < deadline:
+                time.sleep(0.005)
+            return ext.guests_on_standby()
+        assert wasi_python.launch_policy()["standby"] is True
+        wasi_python.run(["-c", "pass"])
+        first = waiting_after(1.0)
+        wasi_python.run(["-c", "pass"])
+        second = waiting_after(30)
+        before = ext.standby_runs()
+        wasi_python.run(["-c", "pass"])
+        print(first, second, ext.standby_runs() - before)
+        """
+    )
+    assert out.split() == ["0", "1", "1"], out
 
 
 def test_the_policy_is_set_before_the_first_run_and_then_kept():

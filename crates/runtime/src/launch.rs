@@ -14,8 +14,9 @@
 //!   A caller that waits for its run and finds no idle thread waits up to
 //!   [`LaunchPolicy::finish_wait`] for a finishing one rather than start another.
 //! - **making**: after a run that could take a guest on standby, and only while no fresh
-//!   run is in progress ([`Launcher::runs_idle`]), the thread makes the next run's guest
-//!   (standby.rs): store, instance, the guest package's preparation.
+//!   run is in progress ([`Launcher::runs_idle`]) and once the runtime has started
+//!   [`LaunchPolicy::standby_after`] fresh runs (its second), the thread makes the next
+//!   run's guest (standby.rs): store, instance, the guest package's preparation.
 //! - **standby, waiting**: that guest waits inside its one door call for a run, on its
 //!   image's `Ready` list, for at most [`LaunchPolicy::standby_idle`]; **warming**: every
 //!   [`LaunchPolicy::warm_every`] without a run, the guest of the image used last runs its
@@ -75,6 +76,11 @@ pub struct LaunchPolicy {
     /// Fresh runs from a preload image take a guest made ahead, on standby (default: on,
     /// unless `WASI_PYTHON_STANDBY=0`).
     pub standby: bool,
+    /// A guest on standby is made only once this many fresh runs have started in the
+    /// runtime (2): a process that makes one run (a CLI call, a worker's one task) spends
+    /// no CPU on a guest it never uses, and its exit waits for none being made. Its second
+    /// run starts fresh; the runs after it find one waiting.
+    pub standby_after: usize,
     /// How long a guest on standby waits for a run before it ends (30 s).
     pub standby_idle: Duration,
     /// How often a waiting guest runs its warm-up again (20 ms; `None`: never).
@@ -115,6 +121,7 @@ impl Default for LaunchPolicy {
     fn default() -> Self {
         LaunchPolicy {
             standby: std::env::var_os(STANDBY_ENV).is_none_or(|v| v != "0"),
+            standby_after: 2,
             standby_idle: Duration::from_secs(30),
             warm_every: Some(Duration::from_millis(20)),
             primed: true,
@@ -182,6 +189,9 @@ pub(crate) struct Launcher {
     /// Fresh runs between their start and their result: while any is, no guest is made on
     /// standby, since its making would take a core from the runs.
     pub(crate) active: Arc<Count>,
+    /// Fresh runs started so far: no guest is made on standby before the policy's
+    /// `standby_after`.
+    pub(crate) started: AtomicUsize,
     /// When a run's result was last reported, in nanoseconds after `origin` (0: never).
     last_report: AtomicU64,
     origin: Instant,
@@ -209,6 +219,7 @@ impl Launcher {
             call_threads: Arc::new(CallThreadPool::default()),
             folders: Arc::new(Spares::default()),
             active: Arc::new(Count::new()),
+            started: AtomicUsize::new(0),
             last_report: AtomicU64::new(0),
             origin: Instant::now(),
             latest: AtomicUsize::new(0),

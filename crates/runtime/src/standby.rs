@@ -14,8 +14,11 @@
 //! One guest waits per preload image at most. A run that could have taken one makes
 //! the next on its own guest thread once its result is out and its instance dropped,
 //! and only when no other fresh run is in progress, so the making stays off the runs'
-//! path (under a steady load of runs, none is made): the first eligible run of an image
-//! makes the first, and the thread of a guest that served a run makes the next. It costs what an
+//! path (under a steady load of runs, none is made), and only once the runtime has
+//! started the launch policy's `standby_after` fresh runs (its second): a process that
+//! makes one run, then exits, makes no guest it would never use (its CPU, and an exit
+//! that waited for the making). The first eligible run of an image after that makes the
+//! first, and the thread of a guest that served a run makes the next. It costs what an
 //! idle instance costs (a pool slot, the pages its preparation wrote, and a thread)
 //! and ends after the launch policy's `standby_idle` without a run, or when the runtime
 //! retires (`Launcher::retire`: dropped, or the process exiting).
@@ -75,6 +78,7 @@ pub(crate) struct Active {
 
 impl Active {
     pub(crate) fn new(launcher: &Launcher) -> Active {
+        launcher.started.fetch_add(1, Ordering::SeqCst);
         Active { _counted: wasi_python_sched::forks::Counted::more(&launcher.active) }
     }
 }
@@ -229,11 +233,13 @@ impl Ready {
         self.priming.store(false, Ordering::SeqCst);
     }
 
-    /// Claims the making of the next guest; false if one is being made or waits, or
-    /// the last one failed.
+    /// Claims the making of the next guest; false if one is being made or waits, the
+    /// last one failed, or the runtime has not yet started the policy's `standby_after`
+    /// fresh runs.
     pub(crate) fn claim_making(&self) -> bool {
         self.forget_the_parents();
         self.launcher.policy.standby
+            && self.launcher.started.load(Ordering::SeqCst) >= self.launcher.policy.standby_after
             && !self.broken.load(Ordering::Relaxed)
             && !self.launcher.retired.load(Ordering::SeqCst)
             && self.waiting.is_empty()
@@ -374,6 +380,24 @@ pub(crate) fn take_job(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn no_guest_is_made_on_standby_before_the_runtime_s_second_fresh_run() {
+        let launcher = Launcher::new(crate::LaunchPolicy { standby: true, ..crate::LaunchPolicy::default() });
+        let ready = Ready::new(&launcher, None, &crate::compiled::Compiled::new());
+        let first = Active::new(&launcher);
+        drop(first);
+        assert!(!ready.claim_making(), "after one run: a process that makes one makes no guest it will not use");
+        let second = Active::new(&launcher);
+        drop(second);
+        assert!(ready.claim_making(), "after its second run, the runs after it find one");
+        assert!(!ready.claim_making(), "one at a time");
+        // A policy that asks for it after the first run has it there.
+        let launcher = Launcher::new(crate::LaunchPolicy { standby: true, standby_after: 1, ..crate::LaunchPolicy::default() });
+        let ready = Ready::new(&launcher, None, &crate::compiled::Compiled::new());
+        drop(Active::new(&launcher));
+        assert!(ready.claim_making());
+    }
 
     // Against explicit generations, as in forks.rs: counting a fork for real would make
     // the other tests' lists in this binary forget their entries.
