@@ -40,6 +40,9 @@ pub(crate) struct Files<'a> {
     pub(crate) mounts: Option<&'a mut MountTable>,
     /// The run's deadline and cancel, which bound provider calls.
     pub(crate) stop: &'a CallContext,
+    /// A preload image's build: the host files' metadata and folder order it is shown
+    /// are fixed (fixed.rs); `None` for every run and session.
+    pub(crate) fixed: Option<&'a mut crate::fixed::Fixed>,
 }
 
 /// How the store's state yields its file layer.
@@ -447,7 +450,11 @@ fn fd_filestat_get(f: &mut Files<'_>, mem: &mut GuestMem<'_>, fd: i32, buf: i32)
     if let Some(r) = f.mounted(mem, |cx| calls::fd_filestat_get(cx, fd, buf)) {
         return Ok(r);
     }
-    in_tokio(p1::fd_filestat_get(f.wasi, &mut mem.wiggle(), fd, buf))
+    let r = in_tokio(p1::fd_filestat_get(f.wasi, &mut mem.wiggle(), fd, buf));
+    if let (Some(fixed), Ok(errno)) = (f.fixed.as_deref_mut(), &r) {
+        fixed.filestat(mem, buf, *errno);
+    }
+    r
 }
 
 fn fd_fdstat_get(f: &mut Files<'_>, mem: &mut GuestMem<'_>, fd: i32, buf: i32) -> Answer {
@@ -474,6 +481,11 @@ fn fd_filestat_set_times(f: &mut Files<'_>, mem: &mut GuestMem<'_>, fd: i32, ati
 fn fd_readdir(f: &mut Files<'_>, mem: &mut GuestMem<'_>, fd: i32, buf: i32, buf_len: i32, cookie: i64, bufused: i32) -> Answer {
     if let Some(r) = f.mounted(mem, |cx| calls::fd_readdir(cx, fd, buf, buf_len, cookie, bufused)) {
         return Ok(r);
+    }
+    if let Some(fixed) = f.fixed.as_deref_mut() {
+        let wasi = &mut *f.wasi;
+        let call = |mem: &mut GuestMem<'_>, c| in_tokio(p1::fd_readdir(wasi, &mut mem.wiggle(), fd, buf, buf_len, c, bufused));
+        return fixed.readdir(mem, (buf, buf_len, cookie, bufused), call);
     }
     in_tokio(p1::fd_readdir(f.wasi, &mut mem.wiggle(), fd, buf, buf_len, cookie, bufused))
 }
@@ -503,7 +515,11 @@ fn path_filestat_get(f: &mut Files<'_>, mem: &mut GuestMem<'_>, fd: i32, flags: 
     if let Some(r) = f.mounted(mem, |cx| calls::path_filestat_get(cx, fd, path, path_len, buf)) {
         return Ok(r);
     }
-    in_tokio(p1::path_filestat_get(f.wasi, &mut mem.wiggle(), fd, flags, path, path_len, buf))
+    let r = in_tokio(p1::path_filestat_get(f.wasi, &mut mem.wiggle(), fd, flags, path, path_len, buf));
+    if let (Some(fixed), Ok(errno)) = (f.fixed.as_deref_mut(), &r) {
+        fixed.filestat(mem, buf, *errno);
+    }
+    r
 }
 
 #[expect(clippy::too_many_arguments, reason = "the WASI signature")]

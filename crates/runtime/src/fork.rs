@@ -501,7 +501,7 @@ impl Runtime {
                 return Err(SnapshotError::Mismatch {
                     what: "base image",
                     file: format!("the preload image of {}", modules.join(", ")),
-                    here: "no such image in the cache folder (a rebuilt one would differ)".into(),
+                    here: "no such image in the cache folder (a run preloading them builds it)".into(),
                 });
             };
             let sha = image.sha256()?;

@@ -17,7 +17,7 @@ use crate::budget::Limits as BudgetLimits;
 use crate::config::WORKDIR;
 use crate::engine::Prepared;
 use crate::files::FileState;
-use crate::host::{GuestClock, GuestLimits, HostState};
+use crate::host::{GuestLimits, HostState};
 use crate::outcome::{Completed, Trapped, Truncated, classify, exit_status};
 use crate::display::DisplayState;
 use crate::output::{CappedPipe, Events, InputPipe, Stream};
@@ -120,7 +120,7 @@ impl Guest {
         config: &RunConfig,
         grants: &[(PathBuf, String, bool)],
         args: &[String],
-        mono_start: u64,
+        inputs: impl Into<crate::fixed::Inputs>,
     ) -> Result<Guest, Error> {
         let mut tmp = TempDir::new(&launcher.folders)?;
         let limits = &config.limits;
@@ -134,7 +134,8 @@ impl Guest {
         let mono_origin = Instant::now();
         let mut b = WasiCtxBuilder::new();
         b.allow_blocking_current_thread(true);
-        b.monotonic_clock(GuestClock { origin: mono_origin, start: mono_start });
+        // The host's clocks and entropy, or a preload image build's fixed ones (fixed.rs).
+        let (mono_start, fixed) = inputs.into().install(&mut b, mono_origin);
         b.args(args)
             .envs(&env)
             .stdin(stdin.clone())
@@ -196,6 +197,7 @@ impl Guest {
             mono_start,
             control: Default::default(),
             displays: DisplayState::new(limits.display_bytes, config.events.clone()),
+            fixed,
         };
         let metered = limits.fuel.is_some();
         let mut store = Store::new(&prepared.engine, state);

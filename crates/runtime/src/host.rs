@@ -37,18 +37,21 @@ pub(crate) struct HostState {
     /// The displays the guest showed during the call in progress, and where they stream
     /// (display.rs); its display frames reach it through the control channel.
     pub(crate) displays: crate::display::DisplayState,
+    /// A preload image's build: what it reads of clocks, entropy and files is fixed
+    /// (fixed.rs); `None` for every run and session.
+    pub(crate) fixed: Option<Box<crate::fixed::Fixed>>,
 }
 
-/// The guest's monotonic clock. A run's starts at [`GUEST_CLOCK_START`], a snapshot
-/// build's at 0: monotonic readings a module kept at import, in a snapshot, are then
-/// always behind the run's clock, as they would be in a run that imported it itself.
+/// The guest's monotonic clock. A run's starts at [`GUEST_CLOCK_START`]; a snapshot
+/// build reads a virtual time from 0 instead, which stops short of it (fixed.rs):
+/// monotonic readings a module kept at import, in a snapshot, are then always behind
+/// the run's clock, as they would be in a run that imported it itself.
 pub(crate) struct GuestClock {
     pub(crate) origin: Instant,
     pub(crate) start: u64,
 }
 
-/// Where a run's monotonic clock starts: past any snapshot build (whose preload turn
-/// has a 10-minute deadline).
+/// Where a run's monotonic clock starts: past any snapshot build's clock (fixed.rs).
 pub(crate) const GUEST_CLOCK_START: u64 = 3_600 * 1_000_000_000;
 
 impl wasmtime_wasi::HostMonotonicClock for GuestClock {
@@ -134,6 +137,7 @@ pub(crate) fn add_to_linker(linker: &mut Linker<HostState>) -> wasmtime::Result<
         quota: &mut s.files,
         mounts: s.mounts.as_deref_mut(),
         stop: &s.stop,
+        fixed: s.fixed.as_deref_mut(),
     })?;
     // wasmtime-wasi refuses exit statuses of 126 and above (a shell convention);
     // CPython's `os._exit(200)` is a plain exit, so every status ends the run as one.
@@ -159,6 +163,11 @@ fn door_call(
     out_ptr_ptr: i32,
     out_len_ptr: i32,
 ) -> wasmtime::Result<i32> {
+    if caller.data().fixed.is_some()
+        && let Some(answered) = fixed_entropy(&mut caller, ptr, len, out_ptr_ptr, out_len_ptr)
+    {
+        return answered;
+    }
     if let Some(answered) = crate::control::answer(&mut caller, ptr, len, out_ptr_ptr, out_len_ptr) {
         return answered;
     }
@@ -206,6 +215,27 @@ fn door_call(
             Err(trap)
         }
     }
+}
+
+/// A build's entropy frame (control.rs, `ENTROPY_FRAME`), answered from its fixed
+/// stream rather than the host's entropy (fixed.rs); `None` for any other frame.
+fn fixed_entropy(
+    caller: &mut Caller<'_, HostState>,
+    ptr: i32,
+    len: i32,
+    out_ptr_ptr: i32,
+    out_len_ptr: i32,
+) -> Option<wasmtime::Result<i32>> {
+    use crate::control::{ENTROPY_BYTES, ENTROPY_FRAME};
+    let (memory, alloc) = (caller.data().memory?, caller.data().alloc.clone()?);
+    let data = memory.data(&*caller);
+    let at = span(ptr, len as u32 as usize, data.len())?;
+    if data[at] != *ENTROPY_FRAME {
+        return None;
+    }
+    let mut bytes = vec![0u8; ENTROPY_BYTES];
+    caller.data_mut().fixed.as_mut()?.entropy(&mut bytes);
+    Some(deliver(caller, memory, &alloc, &bytes, out_ptr_ptr, out_len_ptr).map(|d| if d.is_ok() { 0 } else { DOOR_FAULT }))
 }
 
 /// Writes `bytes` into memory from the guest's allocator and their place and length at
@@ -290,18 +320,24 @@ fn poll_oneoff(
         data[inp].to_vec()
     };
     let (mono_origin, mono_start) = (caller.data().mono_origin, caller.data().mono_start);
-    let now_mono = || clock_at(mono_start, mono_origin);
-    let now_real = || {
-        SystemTime::now()
+    // A build's clocks are its virtual time, which a sleep moves on instead of waiting.
+    let virtual_time = caller.data().fixed.as_ref().map(|f| f.time.clone());
+    let now_mono = || match &virtual_time {
+        Some(t) => t.advance(0),
+        None => clock_at(mono_start, mono_origin),
+    };
+    let now_real = || match &virtual_time {
+        Some(t) => (crate::fixed::BUILD_WALL_START.as_nanos() as u64).saturating_add(t.advance(0)),
+        None => SystemTime::now()
             .duration_since(SystemTime::UNIX_EPOCH)
             .map(|d| d.as_nanos() as u64)
-            .unwrap_or(0)
+            .unwrap_or(0),
     };
 
     // Each event: (userdata, errno, type).
     let mut events: Vec<(u64, u16, u8)> = Vec::new();
-    // Each clock: (userdata, due as an Instant).
-    let mut clocks: Vec<(u64, Instant)> = Vec::new();
+    // Each clock: (userdata, due as an Instant, the wait in ns).
+    let mut clocks: Vec<(u64, Instant, u64)> = Vec::new();
     let start = Instant::now();
     for sub in subs.chunks_exact(SUB_SIZE) {
         let userdata = u64::from_le_bytes(sub[0..8].try_into().unwrap());
@@ -321,7 +357,7 @@ fn poll_oneoff(
                 let due = start
                     .checked_add(Duration::from_nanos(wait_ns))
                     .unwrap_or(start + Duration::from_secs(1 << 40));
-                clocks.push((userdata, due));
+                clocks.push((userdata, due, wait_ns));
             }
             1 | 2 => {
                 let fd = u32::from_le_bytes(sub[16..20].try_into().unwrap());
@@ -330,6 +366,14 @@ fn poll_oneoff(
             }
             _ => return Ok(ERRNO_INVAL),
         }
+    }
+    if events.is_empty()
+        && let Some(time) = &virtual_time
+    {
+        // A build's sleep: its virtual time moves on by the shortest wait, now.
+        let least = clocks.iter().map(|c| c.2).min().expect("nsubs > 0");
+        time.advance(least);
+        events.extend(clocks.iter().filter(|c| c.2 <= least).map(|c| (c.0, 0, 0)));
     }
     if events.is_empty() {
         let first_due = clocks.iter().map(|c| c.1).min().expect("nsubs > 0");
@@ -347,7 +391,7 @@ fn poll_oneoff(
             stop.cancel.wait_timeout((first_due - now).min(SLICE));
         }
         let now = Instant::now();
-        for (userdata, due) in clocks {
+        for (userdata, due, _) in clocks {
             if now >= due {
                 events.push((userdata, 0, 0));
             }

@@ -31,6 +31,7 @@ mod display;
 mod engine;
 mod error;
 mod files;
+mod fixed;
 mod fork;
 mod guest;
 mod guest_mem;

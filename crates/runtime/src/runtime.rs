@@ -225,7 +225,7 @@ impl Runtime {
     }
 
     /// The preload image of `modules` (sorted, unique) if this process or the cache
-    /// folder has it; never built.
+    /// folder has it; built only when they are the default preload (snapshot.rs).
     pub(crate) fn existing_preload_image(&self, modules: &[String]) -> Result<Option<Arc<crate::snapshot::Image>>, Error> {
         self.inner.snapshots.existing_image(&self.inner.flavours, modules)
     }

@@ -4,7 +4,9 @@
 //! A snapshot is built once per module set and machine:
 //! 1. A guest with the runtime's standard folders (stdlib, mpl-data, `/tmp`, `/work`)
 //!    and no grants runs a session's setup turn, then the guest package's `preload`
-//!    turn ([`build_memory`]).
+//!    turn ([`build_memory`]). It reads fixed clocks, entropy and file metadata
+//!    (fixed.rs), so the same artifacts build the same bytes on any machine: a saved
+//!    session snapshot, which names its base image by its SHA-256, loads over a rebuilt one.
 //! 2. Its linear memory is copied out, wasi-libc's table of preopened folders is
 //!    emptied in the copy (see [`preopen_table`]), and the copy is written to the cache
 //!    folder as a sparse file, keyed by everything that shapes it ([`image_path`]).
@@ -35,7 +37,7 @@ use crate::guest::{ARGV0, Guest, OpenFiles, SETUP_DEADLINE, py_str, setup_code};
 use crate::{Artifacts, CancelToken, Error, RunConfig, cached};
 
 /// Bumped when the image's layout or the build's steps change.
-const FORMAT: &str = "wasi-python snapshot 1";
+const FORMAT: &str = "wasi-python snapshot 2";
 const WASM_PAGE: u64 = 65_536;
 
 /// The modules a run preloads when it does not say ([`Preload::Default`]): what data
@@ -228,10 +230,16 @@ impl Snapshots {
         r
     }
 
-    /// The image preloading `modules` if this process or the cache folder has it; never
-    /// built (a loaded session snapshot's base: a build would not match it anyway, since
-    /// an interpreter's memory differs build to build, and a file must not start one).
+    /// The image preloading `modules` if this process or the cache folder has it (a
+    /// loaded session snapshot's base). Built only when `modules` is the default preload,
+    /// the build any run makes: the same artifacts build the same image (fixed.rs), so a
+    /// file saved over it loads after the cache lost it; a file naming other modules
+    /// must not start a build (a run preloading them makes it).
     pub(crate) fn existing_image(&self, base: &Flavours, modules: &[String]) -> Result<Option<Arc<Image>>, Error> {
+        if modules == self.modules(base, &Preload::Default)? {
+            // A default preload that cannot be built: no base, as when a file names another.
+            return Ok(self.image(base, modules).ok());
+        }
         let mut images = self.images.lock();
         if let Some(Ok(image)) = images.get(modules) {
             return Ok(Some(image.clone()));
@@ -394,8 +402,10 @@ fn build_memory(flavoured: &Flavoured, artifacts: &Artifacts, modules: &[String]
     };
     let config = RunConfig::new(Vec::<String>::new());
     let (prepared, _slot) = flavoured.pick()?;
-    // A build's monotonic clock starts at 0, a run's after any build (host.rs, GuestClock).
-    let mut guest = Guest::new(prepared, &flavoured.standby.launcher, artifacts, &config, &[], &[ARGV0.to_owned()], 0)?;
+    // Fixed clocks and entropy (the monotonic clock from 0, a run's after any build), so
+    // the same artifacts build the same image anywhere (fixed.rs).
+    let inputs = crate::fixed::Inputs::Fixed;
+    let mut guest = Guest::new(prepared, &flavoured.standby.launcher, artifacts, &config, &[], &[ARGV0.to_owned()], inputs)?;
     guest.instantiate(prepared).map_err(|e| failed(format!("instantiating: {e:#}")))?;
     let quoted: Vec<String> = modules.iter().map(|m| py_str(m)).collect();
     let turns = [

@@ -8,6 +8,7 @@ mod door;
 mod files;
 mod fork;
 mod idle_memory;
+mod image_build;
 mod limits;
 mod mounts;
 mod programs;
