@@ -414,8 +414,8 @@ impl Runtime {
     /// only: a file edited with its checksum recomputed loads; to refuse edits, sign
     /// ([`Snapshot::to_signed_bytes`], [`Runtime::load_signed_snapshot`]). A signed file
     /// loads here as an unsigned one. The base image must be in this runtime's cache
-    /// folder already (the one the saving process used, or a copy of it): a load never
-    /// builds one, since a rebuilt image's memory differs.
+    /// folder, or be the default preload's, which the load builds (the same artifacts
+    /// build the same image: fixed.rs); a file naming other modules never starts a build.
     pub fn load_snapshot(&self, bytes: &[u8]) -> Result<Snapshot, SnapshotError> {
         self.load(bytes, None, None)
     }
