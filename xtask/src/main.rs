@@ -6,7 +6,8 @@
 //!   tidy tests included), the fuzz targets' saved inputs, pytest, clippy.
 //! - `venv`: the project's `.venv` with the tests' pinned packages and the extension.
 //! - `bench`: criterion benches and the Python API benchmark.
-//! - `demo`: runs the guide's examples (the README's first command).
+//! - `demo`: runs the guide's examples (the README's first command); its venv has the
+//!   package alone, the tests' packages being `test`'s to install.
 //! - `fuzz`: runs the cargo-fuzz targets (nightly) for a given time each.
 //! - `wheel`: the installable wheels (the extension with the artifacts, and the guest
 //!   compiled ahead of time); `--check` installs them into a new venv and tries them;
@@ -29,8 +30,8 @@ fn main() -> Result<()> {
     let rest = || args[1..].to_vec();
     match args.first().map(String::as_str) {
         Some("dist") => {
-            let dist = dist::dist()?;
-            dist::precompile(&dist, &util::venv()?)
+            let (dist, py) = util::dist_and_venv(util::Needs::Package)?;
+            dist::precompile(&dist, &py)
         }
         Some("test") => util::test(rest()),
         Some("bench") => util::bench(rest()),

@@ -46,9 +46,24 @@ fn python3() -> String {
     std::env::var("PYTHON").unwrap_or_else(|_| "python3".into())
 }
 
+/// What a venv is made for: the package alone (the demo, `dist`), or the package and the
+/// tests' pinned packages (`test`, `bench`, `venv`, the wheel commands).
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+pub(crate) enum Needs {
+    Package,
+    Tests,
+}
+
+/// The project's virtualenv with the tests' pinned packages: [`venv_for`] `Needs::Tests`.
+pub(crate) fn venv() -> Result<PathBuf> {
+    venv_for(Needs::Tests)
+}
+
 /// The project's virtualenv (`.venv`, seeing the system's site-packages so the
 /// machine's pytest and maturin serve), with the extension built in the dev profile.
-pub(crate) fn venv() -> Result<PathBuf> {
+/// `maturin develop` installs the package's own dependencies; `Needs::Tests` adds
+/// tests/requirements.txt, installed by pip while cargo builds the extension.
+pub(crate) fn venv_for(needs: Needs) -> Result<PathBuf> {
     let root = workspace_root();
     let venv = root.join(".venv");
     let py = venv.join("bin").join("python");
@@ -61,10 +76,7 @@ pub(crate) fn venv() -> Result<PathBuf> {
     let requirements = root.join("tests").join("requirements.txt");
     let wanted = std::fs::read(&requirements).with_context(|| format!("reading {}", requirements.display()))?;
     let stamp = venv.join("tests-requirements.txt");
-    if std::fs::read(&stamp).ok().as_deref() != Some(wanted.as_slice()) {
-        run(Command::new(&py).args(["-m", "pip", "install", "--quiet", "-r"]).arg(&requirements))?;
-        std::fs::write(&stamp, &wanted).with_context(|| format!("writing {}", stamp.display()))?;
-    }
+    let pip = needs == Needs::Tests && std::fs::read(&stamp).ok().as_deref() != Some(wanted.as_slice());
     let maturin = maturin(&py)?;
     // The extension is abi3 (`_wasi_python.abi3.so`); a version-tagged one left by an older
     // build would be imported first.
@@ -74,12 +86,41 @@ pub(crate) fn venv() -> Result<PathBuf> {
             std::fs::remove_file(entry.path())?;
         }
     }
-    run(Command::new(&maturin)
-        .args(["develop", "--quiet"])
-        .current_dir(&root)
-        .env("VIRTUAL_ENV", &venv)
-        .env_remove("CONDA_PREFIX"))?;
+    let develop = |extra: &[&str]| {
+        run(Command::new(&maturin)
+            .args(["develop", "--quiet"])
+            .args(extra)
+            .current_dir(&root)
+            .env("VIRTUAL_ENV", &venv)
+            .env_remove("CONDA_PREFIX"))
+    };
+    if pip {
+        // pip downloads and unpacks (half a minute on a new venv) while cargo builds the
+        // extension (`--skip-install`: built in place, nothing installed, so the two never
+        // write the venv at once); `maturin develop` below then finds the build done.
+        std::thread::scope(|s| {
+            let installing = s.spawn(|| {
+                run(Command::new(&py).args(["-m", "pip", "install", "--quiet", "-r"]).arg(&requirements))
+            });
+            let built = develop(&["--skip-install"]);
+            let installed = installing.join().unwrap_or_else(|_| Err(anyhow::anyhow!("pip's thread panicked")));
+            built.and(installed)
+        })?;
+        std::fs::write(&stamp, &wanted).with_context(|| format!("writing {}", stamp.display()))?;
+    }
+    develop(&[])?;
     Ok(py)
+}
+
+/// The guest's artifacts laid out ([`crate::dist::dist`]) while the venv is made and the
+/// extension built: the download and unpacking need no core that cargo is not sharing.
+pub(crate) fn dist_and_venv(needs: Needs) -> Result<(PathBuf, PathBuf)> {
+    std::thread::scope(|s| {
+        let laying = s.spawn(crate::dist::dist);
+        let py = venv_for(needs);
+        let dist = laying.join().unwrap_or_else(|_| Err(anyhow::anyhow!("dist's thread panicked")));
+        Ok((dist?, py?))
+    })
 }
 
 /// maturin: the venv's own, else the machine's, else installed into the venv.
@@ -102,9 +143,8 @@ pub(crate) fn maturin(py: &std::path::Path) -> Result<PathBuf> {
 const CHECK_RESET: &str = "WASI_PYTHON_CHECK_RESET";
 
 pub(crate) fn test(args: Vec<String>) -> Result<()> {
-    let dist = crate::dist::dist()?;
+    let (dist, py) = dist_and_venv(Needs::Tests)?;
     let root = workspace_root();
-    let py = venv()?;
     crate::dist::precompile(&dist, &py)?;
     let mut cargo = Command::new(std::env::var("CARGO").unwrap_or_else(|_| "cargo".into()));
     cargo
@@ -161,9 +201,9 @@ pub(crate) fn bench(args: Vec<String>) -> Result<()> {
     run(Command::new(&py).arg("tests/bench/api_bench.py").current_dir(&root))
 }
 
+/// The demo needs the package alone: the tests' packages are `test`'s to install.
 pub(crate) fn demo() -> Result<()> {
-    let dist = crate::dist::dist()?;
-    let py = venv()?;
+    let (dist, py) = dist_and_venv(Needs::Package)?;
     crate::dist::precompile(&dist, &py)?;
     run(Command::new(&py).arg("examples/demo.py").current_dir(workspace_root()))
 }
