@@ -153,6 +153,9 @@ pub(crate) struct Layout {
     /// What keeps `base` alive when it is a page file (a whole memory, no preload).
     _base_file: Option<Arc<PageFile>>,
     view: OnceLock<Result<Arc<View>, String>>,
+    /// The new pages (as runs, small gaps closed) the overlay that made this layout laid:
+    /// where the next one's new pages are likely hot ([`Layout::overlay`]).
+    recent: Vec<Range<u32>>,
 }
 
 impl std::fmt::Debug for Layout {
@@ -164,12 +167,12 @@ impl std::fmt::Debug for Layout {
 impl Layout {
     /// `base`'s first `base_len` bytes as a memory of `len` bytes, nothing over it.
     pub(crate) fn over(base: Arc<File>, base_len: u64, len: u64) -> Layout {
-        Layout { base, base_len: base_len.min(len), runs: Vec::new(), len, _base_file: None, view: OnceLock::new() }
+        Layout { base, base_len: base_len.min(len), runs: Vec::new(), len, _base_file: None, view: OnceLock::new(), recent: Vec::new() }
     }
 
     /// A whole memory in a page file of its own.
     pub(crate) fn whole(file: Arc<PageFile>, len: u64) -> Layout {
-        Layout { base: file.file().clone(), base_len: len, runs: Vec::new(), len, _base_file: Some(file), view: OnceLock::new() }
+        Layout { base: file.file().clone(), base_len: len, runs: Vec::new(), len, _base_file: Some(file), view: OnceLock::new(), recent: Vec::new() }
     }
 
     fn with_runs(&self, runs: Vec<Run>, len: u64) -> Layout {
@@ -180,6 +183,7 @@ impl Layout {
             len,
             _base_file: self._base_file.clone(),
             view: OnceLock::new(),
+            recent: Vec::new(),
         }
     }
 
@@ -270,10 +274,10 @@ impl Layout {
     }
 
     /// This layout with the pages `pages` (growing) of `memory` (a memory of `len`
-    /// bytes) laid over it, written to one new page file. Past [`MAX_RUNS`], the runs
-    /// nearest each other are merged (the pages between them copied along, from
-    /// `memory`), so the copy stays near what changed. `memory(n)` is page `n` of the
-    /// new memory (4 KiB), for any page.
+    /// bytes) laid over it, written to one new page file. Past [`MAX_RUNS`], neighbouring
+    /// runs are joined (the pages between them copied along, from `memory`) where that
+    /// writes least now and in the snapshots that follow ([`merge`]). `memory(n)` is page
+    /// `n` of the new memory (4 KiB), for any page.
     pub(crate) fn overlay<'a>(&self, pages: &[u32], len: u64, memory: impl Fn(u32) -> std::borrow::Cow<'a, [u8]>) -> std::io::Result<Layout> {
         let end = (len / PAGE as u64) as u32;
         // The new pages as runs, small gaps closed.
@@ -284,7 +288,7 @@ impl Layout {
                 _ => fresh.push(n..n + 1),
             }
         }
-        // The parts of the old runs no new one covers, and the new ones: (range, old run).
+        // The parts of the old runs no new one covers, and the new ones.
         let mut holes: Vec<Range<u32>> = Vec::with_capacity(fresh.len() + 1);
         let mut at = 0;
         for r in &fresh {
@@ -292,35 +296,87 @@ impl Layout {
             at = r.end;
         }
         holes.push(at..end);
-        let mut pieces: Vec<(Range<u32>, Option<Run>)> = Vec::with_capacity(self.runs.len() + fresh.len());
+        let mut pieces: Vec<Piece> = Vec::with_capacity(self.runs.len() + fresh.len());
         for hole in holes.into_iter().filter(|h| h.start < h.end) {
             for r in &self.runs {
                 if let Some(part) = r.within(hole.clone()) {
-                    pieces.push((part.start..part.end(), Some(part)));
+                    pieces.push(Piece { pages: part.start..part.end(), old: Some(part), hot: false });
                 }
             }
         }
-        pieces.extend(fresh.into_iter().map(|r| (r, None)));
-        pieces.sort_by_key(|p| p.0.start);
-        let groups = merge(pieces, MAX_RUNS);
+        // A new run is hot where the snapshot before wrote pages too: CPython writes the
+        // same pages turn after turn (reference counts, its allocator's and evaluator's
+        // state), so those will likely be written again by the next one.
+        let mut recent = self.recent.iter().peekable();
+        for r in &fresh {
+            while recent.next_if(|p| p.end <= r.start).is_some() {}
+            let hot = recent.peek().is_some_and(|p| p.start < r.end);
+            pieces.push(Piece { pages: r.clone(), old: None, hot });
+        }
+        pieces.sort_by_key(|p| p.pages.start);
+        let groups = choose_merge(pieces, MAX_RUNS);
         // What is not an old run left as it was is written, in one new file.
-        let to_write: Vec<Range<u32>> = groups.iter().filter(|g| g.1.is_none()).map(|g| g.0.clone()).collect();
+        let to_write: Vec<Range<u32>> = groups.iter().filter(|g| g.old.is_none()).map(|g| g.pages.clone()).collect();
         let mut written = write_runs(&to_write, &memory)?.into_iter();
-        let runs = groups.into_iter().map(|(_, old)| old.or_else(|| written.next())).collect::<Option<Vec<Run>>>();
+        let runs = groups.into_iter().map(|g| g.old.or_else(|| written.next())).collect::<Option<Vec<Run>>>();
         let runs = runs.ok_or_else(|| std::io::Error::other("a run was not written"))?;
-        Ok(self.with_runs(runs, len))
+        let mut layout = self.with_runs(runs, len);
+        layout.recent = fresh;
+        Ok(layout)
     }
 }
 
-/// `pieces` (sorted, disjoint: a range, and the old run that holds it or `None` for
-/// pages to write) joined into at most `most` groups, each a range and the old run
-/// kept as it is (`None`: written anew from the new memory, the pages between its
-/// pieces included). Groups are joined where that writes least: the pages between
-/// them, plus each old run that joining turns into pages to write; a run being written
-/// anyway costs nothing more. So a snapshot that laid a few new pages over a layout
-/// already at `most` runs joins its new pages with each other and with small old runs
-/// near them, rather than copying large old runs again.
-fn merge(pieces: Vec<(Range<u32>, Option<Run>)>, most: usize) -> Vec<(Range<u32>, Option<Run>)> {
+/// Part of a layout being made: pages kept from an old run as they are (`old`), or
+/// written anew (`None`: new pages, or runs joined); `hot`, holding pages written by this
+/// snapshot and the one before.
+#[derive(Debug, Clone)]
+struct Piece {
+    pages: Range<u32>,
+    old: Option<Run>,
+    hot: bool,
+}
+
+/// How much more than joining where it copies least now a snapshot may copy to join
+/// where later snapshots copy less ([`choose_merge`]), in pages: 4 MiB, a millisecond or
+/// two once.
+const INVEST: u64 = 1024;
+/// The weights tried for what a join costs later (in halves: a weight of 16 counts each
+/// page added to a hot run eight times), the heaviest first.
+const LATER: [u64; 5] = [16, 8, 4, 2, 1];
+
+/// `pieces` joined into at most `most` groups ([`merge`]): where that copies least now,
+/// unless a join that keeps hot runs small copies at most [`INVEST`] pages more. Later
+/// snapshots then write their hot pages over runs of about their size, replacing them
+/// rather than splitting large ones that must be copied again to keep within `most`.
+fn choose_merge(pieces: Vec<Piece>, most: usize) -> Vec<Piece> {
+    if pieces.len() <= most {
+        return pieces;
+    }
+    let cost = |groups: &[Piece]| -> u64 { groups.iter().filter(|g| g.old.is_none()).map(|g| u64::from(g.pages.end - g.pages.start)).sum() };
+    let least = merge(pieces.clone(), most, 0);
+    if !pieces.iter().any(|p| p.hot) {
+        return least;
+    }
+    let budget = cost(&least) + INVEST;
+    for later in LATER {
+        let groups = merge(pieces.clone(), most, later);
+        if cost(&groups) <= budget {
+            return groups;
+        }
+    }
+    least
+}
+
+/// `pieces` (sorted, disjoint) joined into at most `most` groups, each kept as an old run
+/// or written anew from the new memory, the pages between its pieces included. Groups
+/// are joined where that costs least: now, the pages between them plus each old run that
+/// joining turns into pages to write (a run being written anyway costs nothing more);
+/// later (weighted by `later`, in halves), the pages a join adds to a hot group, which
+/// the next snapshot will likely write over and copy again. So a snapshot that laid a
+/// few new pages over a layout already at `most` runs joins its new pages with each
+/// other and with small old runs near them, rather than copying large old runs again,
+/// and keeps the runs it writes again and again small.
+fn merge(pieces: Vec<Piece>, most: usize, later: u64) -> Vec<Piece> {
     use std::cmp::Reverse;
     use std::collections::BinaryHeap;
     let n = pieces.len();
@@ -328,15 +384,18 @@ fn merge(pieces: Vec<(Range<u32>, Option<Run>)>, most: usize) -> Vec<(Range<u32>
         return pieces;
     }
     const NONE: usize = usize::MAX;
-    let mut groups: Vec<Option<(Range<u32>, Option<Run>)>> = pieces.into_iter().map(Some).collect();
+    let mut groups: Vec<Option<Piece>> = pieces.into_iter().map(Some).collect();
     let mut next: Vec<usize> = (1..=n).map(|i| if i < n { i } else { NONE }).collect();
     let mut prev: Vec<usize> = (0..n).map(|i| if i == 0 { NONE } else { i - 1 }).collect();
     let mut stamp = vec![0u32; n];
-    let own = |g: &(Range<u32>, Option<Run>)| if g.1.is_some() { u64::from(g.0.end - g.0.start) } else { 0 };
-    let cost = |groups: &[Option<(Range<u32>, Option<Run>)>], i: usize, j: usize| -> Option<(u64, u64)> {
+    let size = |g: &Piece| u64::from(g.pages.end - g.pages.start);
+    let own = |g: &Piece| if g.old.is_some() { size(g) } else { 0 };
+    let cost = |groups: &[Option<Piece>], i: usize, j: usize| -> Option<(u64, u64)> {
         let (a, b) = (groups[i].as_ref()?, groups[j].as_ref()?);
-        let gap = u64::from(b.0.start - a.0.end);
-        Some((gap + own(a) + own(b), gap))
+        let gap = u64::from(b.pages.start - a.pages.end);
+        let now = gap + own(a) + own(b);
+        let added = if a.hot || b.hot { gap + if a.hot { 0 } else { size(a) } + if b.hot { 0 } else { size(b) } } else { 0 };
+        Some((2 * now + later * added, gap))
     };
     let mut heap = BinaryHeap::with_capacity(n);
     for i in 0..n - 1 {
@@ -351,10 +410,11 @@ fn merge(pieces: Vec<(Range<u32>, Option<Run>)>, most: usize) -> Vec<(Range<u32>
         if groups[i].is_none() || st != stamp[i] || j == NONE {
             continue;
         }
-        let Some((right, _)) = groups[j].take() else { continue };
+        let Some(right) = groups[j].take() else { continue };
         if let Some(left) = groups[i].as_mut() {
-            left.0.end = right.end;
-            left.1 = None;
+            left.pages.end = right.pages.end;
+            left.old = None;
+            left.hot |= right.hot;
         }
         next[i] = next[j];
         if next[j] != NONE {
@@ -608,7 +668,7 @@ mod scan {
     }
 
     pub(super) fn written(memory: &[u8]) -> Option<Vec<Range<u32>>> {
-        walk(memory, &*pagemap()?, 0, 0)
+        walk(memory, &*pagemap()?, 0, 0, true)
     }
 
     /// `PM_SCAN_WP_MATCHING`: write-protect the pages reported.
@@ -619,10 +679,12 @@ mod scan {
     /// `PAGE_IS_WRITTEN`: not write-protected.
     const WRITTEN: u64 = 1 << 1;
 
-    /// The pages of `memory` that are its own (neither a file's nor the zero page),
-    /// present or swapped, and in every category of `mask` (`WRITTEN`), walked with
-    /// `flags` (`WP_MATCHING`: each write-protected as it is reported).
-    fn walk(memory: &[u8], file: &std::fs::File, flags: u64, mask: u64) -> Option<Vec<Range<u32>>> {
+    /// The pages of `memory` present or swapped, in every category of `mask` (`WRITTEN`)
+    /// and, `own`, its own (neither a file's nor the zero page), walked with `flags`
+    /// (`WP_MATCHING`: each write-protected as it is reported). Without `own` the kernel
+    /// reads page tables only; asking whose a page is reads each present page's own
+    /// record too, which costs most of a walk.
+    fn walk(memory: &[u8], file: &std::fs::File, flags: u64, mask: u64, own: bool) -> Option<Vec<Range<u32>>> {
         let page = super::PAGE as u64;
         let base = memory.as_ptr() as u64;
         if !base.is_multiple_of(page) || !(memory.len() as u64).is_multiple_of(page) {
@@ -642,10 +704,10 @@ mod scan {
                 vec: regions.as_mut_ptr() as u64,
                 vec_len: regions.len() as u64,
                 max_pages: 0,
-                // Neither a file page nor the zero page, and present or swapped out
-                // (and, protecting, written since the last protecting scan).
-                category_inverted: FILE | PFNZERO,
-                category_mask: FILE | PFNZERO | mask,
+                // Neither a file page nor the zero page (`own`), and present or
+                // swapped out (and, protecting, written since the last protecting scan).
+                category_inverted: if own { FILE | PFNZERO } else { 0 },
+                category_mask: if own { FILE | PFNZERO | mask } else { mask },
                 category_anyof_mask: PRESENT | SWAPPED,
                 return_mask: 0,
             };
@@ -685,7 +747,7 @@ mod scan {
     /// reset copies back (wasmtime's scan asks for the same categories).
     #[cfg(test)]
     pub(super) fn unprotected(memory: &[u8]) -> Option<Vec<Range<u32>>> {
-        walk(memory, &*pagemap()?, 0, WRITTEN)
+        walk(memory, &*pagemap()?, 0, WRITTEN, true)
     }
 
     /// `_IOWR(0xAA, 0x3F, struct uffdio_api)`.
@@ -694,6 +756,9 @@ mod scan {
     const UFFDIO_REGISTER: libc::Ioctl = 0xC020_AA00u32 as libc::Ioctl;
     /// `_IOR(0xAA, 0x01, struct uffdio_range)`.
     const UFFDIO_UNREGISTER: libc::Ioctl = 0x8010_AA01u32 as libc::Ioctl;
+    /// `_IOWR(0xAA, 0x06, struct uffdio_writeprotect)`.
+    const UFFDIO_WRITEPROTECT: libc::Ioctl = 0xC018_AA06u32 as libc::Ioctl;
+    const WRITEPROTECT_MODE_WP: u64 = 1 << 0;
     const UFFD_API: u64 = 0xAA;
     /// `UFFD_USER_MODE_ONLY`: what a process without privileges may open
     /// (`vm.unprivileged_userfaultfd` 0); faults are resolved in the kernel anyway.
@@ -723,6 +788,11 @@ mod scan {
         /// The memory's start and the bytes registered from it.
         base: u64,
         registered: u64,
+        /// The bytes from `base` in which every page was write-protected after the scan
+        /// that last named its written pages (the pages only read, and those never
+        /// touched, through the uffd-wp markers `FEATURE_WP_UNPOPULATED` leaves in empty
+        /// entries): there a page not write-protected was written since that scan.
+        protected: u64,
         /// The process's fork count when made: a forked child's copy never touches the
         /// registration (the descriptor's memory is its parent's).
         generation: u64,
@@ -746,7 +816,7 @@ mod scan {
             if unsafe { libc::ioctl(uffd.as_raw_fd(), UFFDIO_API, &mut api as *mut Api) } != 0 {
                 return None;
             }
-            let mut tracker = Tracker { uffd, base, registered: 0, generation: wasi_python_sched::forks::generation() };
+            let mut tracker = Tracker { uffd, base, registered: 0, protected: 0, generation: wasi_python_sched::forks::generation() };
             tracker.register(len)?;
             Some(tracker)
         }
@@ -767,12 +837,38 @@ mod scan {
             Some(())
         }
 
+        /// The pages written since the last scan (the first: since the memory was mapped),
+        /// each write-protected again. Where every page was protected after the last
+        /// scan, a page not protected now was written since, whoever's it is, and the
+        /// walk reads page tables only; else (the first scan, a memory that grew) it
+        /// names the memory's own written pages, as [`written`] does, and then protects
+        /// every page, so the next scan can read page tables only.
         pub(super) fn scan(&mut self, memory: &[u8]) -> Option<Vec<Range<u32>>> {
             if memory.as_ptr() as u64 != self.base || self.generation != wasi_python_sched::forks::generation() {
                 return None;
             }
-            self.register(memory.len() as u64)?;
-            walk(memory, &*pagemap()?, WP_MATCHING | CHECK_WPASYNC, WRITTEN)
+            let len = memory.len() as u64;
+            self.register(len)?;
+            let all_protected = self.protected >= len;
+            let out = walk(memory, &*pagemap()?, WP_MATCHING | CHECK_WPASYNC, WRITTEN, !all_protected)?;
+            if !all_protected {
+                // A failure leaves `protected` as it was: the next scan asks whose
+                // each page is again.
+                let mut wp = [self.base, len, WRITEPROTECT_MODE_WP];
+                // SAFETY: `wp` is the 24-byte `struct uffdio_writeprotect` the call
+                // reads; the range is registered.
+                if unsafe { libc::ioctl(self.uffd.as_raw_fd(), UFFDIO_WRITEPROTECT, wp.as_mut_ptr()) } == 0 {
+                    self.protected = len;
+                }
+            }
+            Some(out)
+        }
+
+        /// Whether every page is write-protected since the last scan (so the next one
+        /// reads page tables only).
+        #[cfg(test)]
+        pub(super) fn protects_all(&self, memory: &[u8]) -> bool {
+            self.protected >= memory.len() as u64
         }
     }
 
@@ -858,6 +954,10 @@ mod tests {
         let _ = m.read(9); // read only: the zero page, never named
         let mut t = Tracker::new(m.memory(64)).expect("this kernel has asynchronous write-protect (Linux 6.7+)");
         assert_eq!(pages(t.scan(m.memory(64))), [1, 5]);
+        // From here on the scans read page tables only: every page is protected, those
+        // never touched too, so a page only read (the zero page) is never named.
+        assert!(t.inner.protects_all(m.memory(64)));
+        let _ = (m.read(11), m.read(12), m.read(63));
         assert_eq!(pages(t.scan(m.memory(64))), Vec::<u32>::new(), "nothing written since");
         m.write(5, 2);
         m.write(9, 2);
@@ -893,11 +993,13 @@ mod tests {
         let m = Mapping::new(32, 32, Some(file.file()));
         let mut t = Tracker::new(m.memory(32)).unwrap();
         assert_eq!(pages(t.scan(m.memory(32))), Vec::<u32>::new());
-        assert_eq!((m.read(2), m.read(3)), (3, 3));
+        assert!(t.inner.protects_all(m.memory(32)));
+        assert_eq!((m.read(2), m.read(3), m.read(20)), (3, 3, 3));
         m.write(3, 4);
         assert_eq!(pages(t.scan(m.memory(32))), [3]);
         m.write(3, 5);
         m.write(31, 5);
+        let _ = m.read(21);
         assert_eq!(pages(t.scan(m.memory(32))), [3, 31]);
         drop(t);
         assert_eq!(pages(scan::unprotected(m.memory(32))), [3, 31]);
@@ -968,10 +1070,14 @@ mod tests {
         m.write(2, 1);
         assert_eq!(pages(t.scan(m.memory(16))), [2]);
         m.grow(48);
+        assert!(!t.inner.protects_all(m.memory(48)), "the new part is not protected yet");
         m.write(30, 1);
         m.write(2, 2);
+        let _ = m.read(31); // the zero page, in the part not yet protected
         assert_eq!(pages(t.scan(m.memory(48))), [2, 30]);
+        assert!(t.inner.protects_all(m.memory(48)));
         m.write(40, 1);
+        let _ = m.read(41);
         assert_eq!(pages(t.scan(m.memory(48))), [40]);
         drop(t);
         assert_eq!(pages(scan::unprotected(m.memory(48))), [2, 30, 40]);
