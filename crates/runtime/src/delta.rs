@@ -1061,6 +1061,57 @@ mod tests {
         }
     }
 
+    /// Turn after turn writing the same pages (as CPython's reference counts and
+    /// interpreter state do) over a layout at `MAX_RUNS`: the first snapshots may copy
+    /// more to keep those pages' runs small (at most `INVEST` pages more than the least),
+    /// and then each copies far less than joining by the least copied now, which kept
+    /// copying the large runs that hold them again.
+    #[test]
+    fn pages_written_turn_after_turn_get_small_runs_of_their_own() {
+        const N: u32 = 20_000;
+        let base = PageFile::new(u64::from(N) * PAGE as u64).unwrap();
+        base.write_at(&vec![0xEE; N as usize * PAGE], 0).unwrap();
+        base.seal();
+        let mut memory: Vec<u8> = vec![0xEE; N as usize * PAGE];
+        let len = u64::from(N) * PAGE as u64;
+        let mut layout = Layout::over(base.file().clone(), len, len);
+        let mut next = rng(0xc0ffee);
+        // The session's first snapshot: 800 pages scattered over the heap.
+        let mut first: Vec<u32> = (0..800).map(|_| 4000 + next(12_000)).collect();
+        // The pages every turn writes: 90 of them, in 40 places among the first's.
+        let mut hot: Vec<u32> = Vec::new();
+        for _ in 0..40 {
+            let at = first[next(first.len() as u32) as usize];
+            hot.extend(at..at + 1 + next(3));
+        }
+        first.extend(&hot);
+        let mut written = Vec::new();
+        for step in 0..20u32 {
+            let mut pages = if step == 0 { first.clone() } else { hot.clone() };
+            // And a few others each turn.
+            pages.extend((0..5).map(|_| 4000 + next(12_000)));
+            pages.sort_unstable();
+            pages.dedup();
+            for &n in &pages {
+                let at = n as usize * PAGE;
+                memory[at..at + PAGE].fill(step as u8 + 1);
+            }
+            let before: std::collections::HashSet<*const PageFile> = layout.runs.iter().map(|r| Arc::as_ptr(&r.file)).collect();
+            let new = layout.overlay(&pages, len, |n| std::borrow::Cow::Borrowed(&memory[n as usize * PAGE..(n as usize + 1) * PAGE])).unwrap();
+            assert!(new.runs.len() <= MAX_RUNS, "step {step}: {} runs", new.runs.len());
+            assert!(new.view().unwrap().bytes() == memory.as_slice(), "step {step}: the layout's memory differs");
+            written.push(new.runs.iter().filter(|r| !before.contains(&Arc::as_ptr(&r.file))).map(|r| r.len).sum::<u32>());
+            layout = new;
+        }
+        // About 80 new pages a turn, each of the 5 scattered ones splitting a large old
+        // run: 450-800 pages written a turn; joining by the least copied now wrote
+        // 1,200-1,700 here.
+        let new_pages = hot.len() as u32 + 5;
+        let later = &written[5..];
+        let mean = later.iter().sum::<u32>() / later.len() as u32;
+        assert!(mean <= 10 * new_pages, "{mean} pages written a turn for about {new_pages} new ones ({written:?})");
+    }
+
     /// A memory that grew after the tracker was made (a pool slot's `PROT_NONE` room
     /// made accessible): pages written in the new part are named too.
     #[test]
