@@ -19,8 +19,9 @@ use core::ptr::NonNull;
 use std::{fs::File, path::Path};
 use wasmparser::{Parser, ValidPayload, Validator};
 use wasmtime_environ::{
-    CompiledFunctionsTable, CompiledModuleInfo, EntityIndex, FuncKey, HostPtr, ModuleTypes,
-    ObjectKind, StaticModuleIndex, TypeTrace, VMOffsets, VMSharedTypeIndex, WasmChecksum,
+    CompiledFunctionsTable, CompiledModuleInfo, EngineOrModuleTypeIndex, EntityIndex, FuncKey,
+    HostPtr, ModuleTypes, ObjectKind, StaticModuleIndex, TypeTrace, VMOffsets, VMSharedTypeIndex,
+    WasmChecksum,
 };
 mod registry;
 
@@ -1204,30 +1205,8 @@ impl Module {
         if !engine.tunables().memory_init_cow {
             bail!("a memory image needs copy-on-write memory initialisation");
         }
-        let base = self.inner.module.module();
-        if base.memories.len() != 1 || base.num_imported_memories != 0 {
-            bail!("a memory image needs a module with exactly one memory, defined in it");
-        }
-        // The compiled module's metadata as loaded (its types already registered
-        // with the engine), copied, with the memory's minimum raised.
-        let mut env: wasmtime_environ::Module =
-            postcard::from_bytes(&postcard::to_allocvec(&**base)?)?;
-        let memory = env.memories.values_mut().next().unwrap();
-        if min_pages < memory.limits.min || memory.limits.max.is_some_and(|max| min_pages > max) {
-            bail!("{min_pages} pages is outside the memory's limits");
-        }
-        memory.limits.min = min_pages;
-        let (mut info, _, _): (CompiledModuleInfo, CompiledFunctionsTable, ModuleTypes) =
-            postcard::from_bytes(self.inner.code.wasmtime_info())?;
-        info.module = env;
+        let module = self.with_memory_minimum(min_pages)?;
         let source = Arc::new(Image(MmapVec::from_file(image)?));
-        let module = Module::from_parts_raw(
-            engine,
-            self.inner.code.clone(),
-            info,
-            self.inner.module.index().clone(),
-            false,
-        )?;
         let images = ModuleMemoryImages::whole(engine, module.inner.module.module(), &source)?
             .ok_or_else(|| format_err!("the memory image cannot be mapped copy-on-write"))?;
         let mut images = Some(images);
@@ -1281,16 +1260,40 @@ impl Module {
         if base.memories.len() != 1 || base.num_imported_memories != 0 {
             bail!("a memory image needs a module with exactly one memory, defined in it");
         }
-        let mut env: wasmtime_environ::Module =
-            postcard::from_bytes(&postcard::to_allocvec(&**base)?)?;
-        let memory = env.memories.values_mut().next().unwrap();
+        // The compiled module's metadata as it was loaded: read again from the
+        // artifact, its own part only (the functions' table and the types, which
+        // take most of the reading, are shared with this module: not read), its
+        // types canonicalized with this module's registered ones, as `from_parts`
+        // did when it was loaded. Its memory is this module's, with the minimum raised.
+        let (mut info, _): (CompiledModuleInfo, &[u8]) =
+            postcard::take_from_bytes(self.inner.code.wasmtime_info())?;
+        let signatures = self.inner.code.signatures();
+        info.module
+            .trace_mut::<_, ()>(&mut |idx| match *idx {
+                EngineOrModuleTypeIndex::Engine(_) => Ok(()),
+                EngineOrModuleTypeIndex::Module(m) => {
+                    *idx = EngineOrModuleTypeIndex::Engine(signatures.shared_type(m).ok_or(())?);
+                    Ok(())
+                }
+                EngineOrModuleTypeIndex::RecGroup(_) => Err(()),
+            })
+            .map_err(|()| format_err!("the module's types are not those it was loaded with"))?;
+        if info.module.memories.len() != 1 {
+            bail!("the module's metadata is not the one it was loaded with");
+        }
+        *info.module.memories.values_mut().next().unwrap() = *base.memories.values().next().unwrap();
+        // Checked in tests once with assert_eq (images, forks, standby); off here even in
+        // debug builds of the workspace, which turn dependencies' debug assertions off.
+        debug_assert_eq!(
+            postcard::to_allocvec(&info.module).ok(),
+            postcard::to_allocvec(&**base).ok(),
+            "the metadata read again is the module's"
+        );
+        let memory = info.module.memories.values_mut().next().unwrap();
         if min_pages < memory.limits.min || memory.limits.max.is_some_and(|max| min_pages > max) {
             bail!("{min_pages} pages is outside the memory's limits");
         }
         memory.limits.min = min_pages;
-        let (mut info, _, _): (CompiledModuleInfo, CompiledFunctionsTable, ModuleTypes) =
-            postcard::from_bytes(self.inner.code.wasmtime_info())?;
-        info.module = env;
         Module::from_parts_raw(engine, self.inner.code.clone(), info, self.inner.module.index().clone(), false)
     }
 
