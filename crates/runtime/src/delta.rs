@@ -343,6 +343,8 @@ const INVEST: u64 = 1024;
 /// The weights tried for what a join costs later (in halves: a weight of 16 counts each
 /// page added to a hot run eight times), the heaviest first.
 const LATER: [u64; 5] = [16, 8, 4, 2, 1];
+/// Pieces past which only the join that copies least now is made.
+const TRY_LATER_UP_TO: usize = 8192;
 
 /// `pieces` joined into at most `most` groups ([`merge`]): where that copies least now,
 /// unless a join that keeps hot runs small copies at most [`INVEST`] pages more. Later
@@ -354,7 +356,9 @@ fn choose_merge(pieces: Vec<Piece>, most: usize) -> Vec<Piece> {
     }
     let cost = |groups: &[Piece]| -> u64 { groups.iter().filter(|g| g.old.is_none()).map(|g| u64::from(g.pages.end - g.pages.start)).sum() };
     let least = merge(pieces.clone(), most, 0);
-    if !pieces.iter().any(|p| p.hot) {
+    // Each weighting is another merge: tried only for a layout of modest size (a turn's
+    // scattered writes), so that a memory written all over costs one merge, as before.
+    if pieces.len() > TRY_LATER_UP_TO || !pieces.iter().any(|p| p.hot) {
         return least;
     }
     let budget = cost(&least) + INVEST;
