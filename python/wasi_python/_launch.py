@@ -30,7 +30,9 @@ def set_launch_policy(**fields: Any) -> dict[str, Any]:
       (0.1), ``thread_idle_s`` (30);
     - ``idle_memory`` (64 MiB): bytes that idle pool slots keep resident for the next
       runs, in all; past it, the slots unused longest give their memory back to the
-      system once unused for a second (0: they keep nothing once idle).
+      system once unused for a second (0: they keep nothing once idle);
+    - ``standby_after`` (2): the fresh run from which on a guest is made ahead (the
+      second: a process that makes one run and exits makes none; 1: from the first).
 
     Returns the whole policy as a dict (docs/benchmarks.md says what each knob changes)."""
     for name, value in fields.items():
@@ -40,11 +42,11 @@ def set_launch_policy(**fields: Any) -> dict[str, Any]:
         elif name in _SECONDS:
             if isinstance(value, bool) or not isinstance(value, (int, float)):
                 raise TypeError(f"{name} must be a number of seconds, not {type(value).__name__}")
-        elif name == "idle_threads":
+        elif name in ("idle_threads", "standby_after"):
             if isinstance(value, bool) or not isinstance(value, int):
-                raise TypeError(f"idle_threads must be an int, not {type(value).__name__}")
+                raise TypeError(f"{name} must be an int, not {type(value).__name__}")
             if not 0 <= value <= 1024:
-                raise ValueError(f"idle_threads must be from 0 to 1024, not {value}")
+                raise ValueError(f"{name} must be from 0 to 1024, not {value}")
         elif name == "idle_memory":
             if isinstance(value, bool) or not isinstance(value, int):
                 raise TypeError(f"idle_memory must be an int (bytes), not {type(value).__name__}")

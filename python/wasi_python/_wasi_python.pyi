@@ -220,6 +220,7 @@ def set_launch_policy(
     primed_for_s: Optional[float] = None,
     thread_idle_s: Optional[float] = None,
     idle_memory: Optional[int] = None,
+    standby_after: Optional[int] = None,
 ) -> dict[str, Any]: ...
 def launch_policy() -> dict[str, Any]: ...
 def run(

@@ -86,6 +86,24 @@ def test_a_process_s_first_run_leaves_no_guest_on_standby_and_its_second_does():
     assert out.split() == ["0", "1", "1"], out
 
 
+def test_standby_after_one_makes_a_guest_ahead_from_the_first_run():
+    # The embedder that knows more runs follow (a server) asks for the guest ahead at once.
+    out = _child(
+        """
+        import time
+        import wasi_python
+        from wasi_python import _wasi_python as ext
+        assert wasi_python.set_launch_policy(standby_after=1)["standby_after"] == 1
+        wasi_python.run(["-c", "pass"])
+        deadline = time.monotonic() + 30
+        while not ext.guests_on_standby() and time.monotonic() < deadline:
+            time.sleep(0.005)
+        print(ext.guests_on_standby())
+        """
+    )
+    assert out.split() == ["1"], out
+
+
 def test_the_policy_is_set_before_the_first_run_and_then_kept():
     out = _child(
         """
@@ -111,6 +129,8 @@ def test_the_policy_is_set_before_the_first_run_and_then_kept():
         ({"idle_threads": 2**64}, ValueError),
         ({"idle_threads": -1}, ValueError),
         ({"idle_threads": 1.5}, TypeError),
+        ({"standby_after": 2**64}, ValueError),
+        ({"standby_after": True}, TypeError),
         ({"standby_idle_s": float("nan")}, ValueError),
         ({"primed_for_s": float("inf")}, ValueError),
         ({"thread_idle_s": -1}, ValueError),

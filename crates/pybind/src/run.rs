@@ -40,7 +40,7 @@ static POLICY: Mutex<Option<LaunchPolicy>> = Mutex::new(None);
 /// since a runtime keeps the policy it was made with. Fields not given keep their default.
 /// Returns the policy as a dict.
 #[pyfunction]
-#[pyo3(signature = (*, standby=None, primed=None, pin_caller=None, wake_on_caller_cpu=None, idle_threads=None, standby_idle_s=None, warm_every_s=None, primed_for_s=None, thread_idle_s=None, idle_memory=None))]
+#[pyo3(signature = (*, standby=None, primed=None, pin_caller=None, wake_on_caller_cpu=None, idle_threads=None, standby_idle_s=None, warm_every_s=None, primed_for_s=None, thread_idle_s=None, idle_memory=None, standby_after=None))]
 #[allow(clippy::too_many_arguments)]
 pub(crate) fn set_launch_policy<'py>(
     py: Python<'py>,
@@ -54,6 +54,7 @@ pub(crate) fn set_launch_policy<'py>(
     primed_for_s: Option<f64>,
     thread_idle_s: Option<f64>,
     idle_memory: Option<u64>,
+    standby_after: Option<usize>,
 ) -> PyResult<Bound<'py, pyo3::types::PyDict>> {
     use crate::options::seconds;
     let mut p = POLICY.lock().clone().unwrap_or_default();
@@ -75,6 +76,7 @@ pub(crate) fn set_launch_policy<'py>(
     p.wake_on_caller_cpu = wake_on_caller_cpu.unwrap_or(p.wake_on_caller_cpu);
     p.idle_threads = idle_threads.unwrap_or(p.idle_threads);
     p.idle_memory = idle_memory.unwrap_or(p.idle_memory);
+    p.standby_after = standby_after.unwrap_or(p.standby_after);
     // Values are checked first: a bad one is a ValueError whenever it comes.
     if RUNTIMES.get().is_some_and(|m| !m.lock().is_empty()) {
         return Err(pyo3::exceptions::PyRuntimeError::new_err(
@@ -103,6 +105,7 @@ fn policy_dict<'py>(py: Python<'py>, p: &LaunchPolicy) -> PyResult<Bound<'py, py
     d.set_item("primed_for_s", p.primed_for.as_secs_f64())?;
     d.set_item("thread_idle_s", p.thread_idle.as_secs_f64())?;
     d.set_item("idle_memory", p.idle_memory)?;
+    d.set_item("standby_after", p.standby_after)?;
     Ok(d)
 }
 
