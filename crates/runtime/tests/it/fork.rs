@@ -4,7 +4,7 @@
 use std::time::Duration;
 
 use wasi_python_runtime::image::{Header, Limits as ImageLimits, Pages, read_header};
-use wasi_python_runtime::{Error, NoticeKind, Preload, RunConfig, Runtime, Session, SessionLimits, Snapshot, SnapshotError, Turn};
+use wasi_python_runtime::{Error, Preload, RunConfig, Runtime, Session, SessionLimits, Snapshot, SnapshotError, Turn};
 
 use crate::{runtime, text};
 
@@ -240,49 +240,10 @@ fn a_load_never_builds_a_base_image() {
     // of a runtime that has no preload image shows after.
     header.base_modules = vec!["json".into(), "wave".into()];
     let other = wasi_python_runtime::image::encode(&header, &Pages::new(), 1);
-    let cache = NoImages::new();
-    let rt = Runtime::builder(runtime().artifacts().clone())
-        .cache_dir(&cache.0)
-        .pooling(false)
-        .notices(|n| assert_ne!(n.kind, NoticeKind::Compiling, "the compiled guest was not in the cache: {n}"))
-        .build();
+    let cache = crate::Cache::new("no-images");
+    let rt = cache.runtime(runtime().artifacts());
     assert_eq!(rt.load_snapshot(&other).unwrap_err().kind(), "other_base");
-    assert_eq!(cache.images(), Vec::<String>::new());
-}
-
-/// A cache folder for a runtime of a test's own: the shared runtime's compiled guest
-/// (hard links, in a folder beside its own, so on the same file system) and no preload
-/// image. Removed when dropped.
-struct NoImages(std::path::PathBuf);
-
-impl NoImages {
-    fn new() -> NoImages {
-        let shared = wasi_python_runtime::default_cache_dir();
-        let dir = shared.join(format!("test-no-images-{}", std::process::id()));
-        let _ = std::fs::remove_dir_all(&dir);
-        std::fs::create_dir(&dir).unwrap();
-        for entry in std::fs::read_dir(&shared).unwrap().flatten() {
-            let name = entry.file_name().to_string_lossy().into_owned();
-            if entry.file_type().is_ok_and(|t| t.is_file()) && !name.contains("-preload-") {
-                // A file another process replaces now may be gone: not the compiled guest,
-                // whose absence the runtime's notice would tell.
-                let _ = std::fs::hard_link(entry.path(), dir.join(&name));
-            }
-        }
-        NoImages(dir)
-    }
-
-    /// The preload images in the folder.
-    fn images(&self) -> Vec<String> {
-        let names = std::fs::read_dir(&self.0).unwrap().map(|e| e.unwrap().file_name().to_string_lossy().into_owned());
-        names.filter(|n| n.contains("-preload-")).collect()
-    }
-}
-
-impl Drop for NoImages {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_dir_all(&self.0);
-    }
+    assert_eq!(cache.images(), Vec::<std::path::PathBuf>::new());
 }
 
 /// A second snapshot after a turn that changed one variable holds that change and

@@ -6,68 +6,9 @@ use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use sha2::{Digest, Sha256};
-use wasi_python_runtime::{Artifacts, NoticeKind, Preload, RunConfig, Runtime, SessionLimits, Snapshot, Turn};
+use wasi_python_runtime::{Artifacts, Preload, RunConfig, Runtime, SessionLimits, Snapshot, Turn};
 
-use crate::{Dir, runtime, text};
-
-/// A cache folder of a test's own: the shared runtime's compiled guest (hard links, in a
-/// folder beside its own, so on the same file system) and no preload image. Removed
-/// when dropped.
-struct Cache(PathBuf);
-
-impl Cache {
-    fn new(name: &str) -> Cache {
-        // The shared runtime compiles the guest into the shared cache first, if needed.
-        assert_eq!(crate::py("pass").exit_code, Some(0));
-        let shared = wasi_python_runtime::default_cache_dir();
-        let dir = shared.join(format!("test-image-build-{name}-{}", std::process::id()));
-        let _ = std::fs::remove_dir_all(&dir);
-        std::fs::create_dir(&dir).unwrap();
-        for entry in std::fs::read_dir(&shared).unwrap().flatten() {
-            let name = entry.file_name().to_string_lossy().into_owned();
-            if entry.file_type().is_ok_and(|t| t.is_file()) && !name.contains("-preload-") {
-                let _ = std::fs::hard_link(entry.path(), dir.join(&name));
-            }
-        }
-        Cache(dir)
-    }
-
-    /// A runtime over `artifacts` caching here.
-    fn runtime(&self, artifacts: &Artifacts) -> Runtime {
-        Runtime::builder(artifacts.clone())
-            .cache_dir(&self.0)
-            .pooling(false)
-            .notices(|n| assert_ne!(n.kind, NoticeKind::Compiling, "the compiled guest was not in the cache: {n}"))
-            .build()
-    }
-
-    /// The preload image files (`*.img`) here, by name.
-    fn images(&self) -> Vec<PathBuf> {
-        let mut found: Vec<PathBuf> = std::fs::read_dir(&self.0)
-            .unwrap()
-            .map(|e| e.unwrap().path())
-            .filter(|p| p.extension().is_some_and(|x| x == "img"))
-            .collect();
-        found.sort();
-        found
-    }
-
-    /// Removes the preload images and everything beside them (sidecars, hashes), as the
-    /// cache sweep or a user clearing the cache does.
-    fn forget_images(&self) {
-        for entry in std::fs::read_dir(&self.0).unwrap().flatten() {
-            if entry.file_name().to_string_lossy().contains("-preload-") {
-                std::fs::remove_file(entry.path()).unwrap();
-            }
-        }
-    }
-}
-
-impl Drop for Cache {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_dir_all(&self.0);
-    }
-}
+use crate::{Cache, Dir, runtime, text};
 
 /// A copy of the artifacts: every file new, so other inodes, times and link counts, as
 /// another machine's installation has.

@@ -20,7 +20,7 @@ use std::path::PathBuf;
 use std::sync::OnceLock;
 use std::time::Duration;
 
-use wasi_python_runtime::{Artifacts, Completed, RunConfig, Runtime};
+use wasi_python_runtime::{Artifacts, Completed, NoticeKind, RunConfig, Runtime};
 
 pub(crate) fn runtime() -> &'static Runtime {
     static RT: OnceLock<Runtime> = OnceLock::new();
@@ -54,6 +54,65 @@ impl Dir {
 }
 
 impl Drop for Dir {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
+}
+
+/// A cache folder of a test's own: the shared runtime's compiled guest (hard links, in a
+/// folder beside its own, so on the same file system) and no preload image. Removed
+/// when dropped.
+pub(crate) struct Cache(pub(crate) PathBuf);
+
+impl Cache {
+    pub(crate) fn new(name: &str) -> Cache {
+        // The shared runtime compiles the guest into the shared cache first, if needed.
+        assert_eq!(py("pass").exit_code, Some(0));
+        let shared = wasi_python_runtime::default_cache_dir();
+        let dir = shared.join(format!("test-image-build-{name}-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir(&dir).unwrap();
+        for entry in std::fs::read_dir(&shared).unwrap().flatten() {
+            let name = entry.file_name().to_string_lossy().into_owned();
+            if entry.file_type().is_ok_and(|t| t.is_file()) && !name.contains("-preload-") {
+                let _ = std::fs::hard_link(entry.path(), dir.join(&name));
+            }
+        }
+        Cache(dir)
+    }
+
+    /// A runtime over `artifacts` caching here.
+    pub(crate) fn runtime(&self, artifacts: &Artifacts) -> Runtime {
+        Runtime::builder(artifacts.clone())
+            .cache_dir(&self.0)
+            .pooling(false)
+            .notices(|n| assert_ne!(n.kind, NoticeKind::Compiling, "the compiled guest was not in the cache: {n}"))
+            .build()
+    }
+
+    /// The preload image files (`*.img`) here, by name.
+    pub(crate) fn images(&self) -> Vec<PathBuf> {
+        let mut found: Vec<PathBuf> = std::fs::read_dir(&self.0)
+            .unwrap()
+            .map(|e| e.unwrap().path())
+            .filter(|p| p.extension().is_some_and(|x| x == "img"))
+            .collect();
+        found.sort();
+        found
+    }
+
+    /// Removes the preload images and everything beside them (sidecars, hashes), as the
+    /// cache sweep or a user clearing the cache does.
+    pub(crate) fn forget_images(&self) {
+        for entry in std::fs::read_dir(&self.0).unwrap().flatten() {
+            if entry.file_name().to_string_lossy().contains("-preload-") {
+                std::fs::remove_file(entry.path()).unwrap();
+            }
+        }
+    }
+}
+
+impl Drop for Cache {
     fn drop(&mut self) {
         let _ = std::fs::remove_dir_all(&self.0);
     }
