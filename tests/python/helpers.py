@@ -43,6 +43,17 @@ def guest(code: str, tools: Any, **kw: Any) -> Any:
     return run(["-c", textwrap.dedent(code)], tools=tools, **kw)
 
 
+def flocks(pid: int) -> set[tuple[str, int]]:
+    """The flocks process ``pid`` holds, as (READ or WRITE, inode), from /proc/locks."""
+    held = set()
+    for line in Path("/proc/locks").read_text().splitlines():
+        words = line.split()
+        # "1: FLOCK  ADVISORY  READ 1234 fe:00:10133506 0 EOF" ("->" marks a waiter).
+        if len(words) >= 6 and words[1] == "FLOCK" and words[4] == str(pid):
+            held.add((words[3], int(words[5].rsplit(":", 1)[1])))
+    return held
+
+
 def run_python(*args: str, **kw: Any) -> subprocess.CompletedProcess:
     """This Python run with ``args`` in a new process that imports `wasi_python` from
     ``python/``; its output is captured, and ``kw`` goes to `subprocess.run`."""

@@ -10,27 +10,16 @@ from __future__ import annotations
 
 import fcntl
 import os
-from pathlib import Path
 
 import pytest
 
-from helpers import PYTHON_DIR
+from helpers import PYTHON_DIR, flocks
 from wasi_python import _run
-
-
-def _flocks(pid: int) -> set[tuple[str, int]]:
-    """The flocks process ``pid`` holds, as (READ or WRITE, inode), from /proc/locks."""
-    held = set()
-    for line in Path("/proc/locks").read_text().splitlines():
-        words = line.split()
-        if len(words) >= 6 and words[1] == "FLOCK" and words[4] == str(pid):
-            held.add((words[3], int(words[5].rsplit(":", 1)[1])))
-    return held
 
 
 def test_a_re_lay_of_the_artifacts_waits_while_this_session_runs():
     package = PYTHON_DIR / "wasi_python"
-    assert ("READ", os.stat(package).st_ino) in _flocks(os.getpid())
+    assert ("READ", os.stat(package).st_ino) in flocks(os.getpid())
     # What `cargo xtask dist` takes before it re-lays `_artifacts`: refused while the suite runs.
     fd = os.open(package, os.O_RDONLY | os.O_DIRECTORY)
     try:

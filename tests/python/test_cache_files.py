@@ -11,7 +11,7 @@ import sys
 import zlib
 from pathlib import Path
 
-from helpers import PYTHON_DIR
+from helpers import PYTHON_DIR, flocks
 
 HOLDER = """
 import sys, wasi_python
@@ -19,17 +19,6 @@ assert wasi_python.run(["-c", "print(1)"]).stdout == b"1\\n"
 print("ran", flush=True)
 sys.stdin.read()  # until the test closes it
 """
-
-
-def _flocks(pid: int) -> set[tuple[str, int]]:
-    """The flocks process ``pid`` holds, as (READ or WRITE, inode), from /proc/locks."""
-    held = set()
-    for line in Path("/proc/locks").read_text().splitlines():
-        words = line.split()
-        # "1: FLOCK  ADVISORY  READ 1234 fe:00:10133506 0 EOF" ("->" marks a waiter).
-        if len(words) >= 6 and words[1] == "FLOCK" and words[4] == str(pid):
-            held.add((words[3], int(words[5].rsplit(":", 1)[1])))
-    return held
 
 
 def _open_cache_files(pid: int) -> list[Path]:
@@ -53,14 +42,14 @@ def test_a_process_holds_the_cache_files_it_uses_until_it_exits():
         assert child.stdout.readline() == b"ran\n"
         files = _open_cache_files(child.pid)
         assert {p.suffix for p in files} == {".cwasm", ".img"}, files
-        held = _flocks(child.pid)
+        held = flocks(child.pid)
         for p in files:
             assert ("READ", os.stat(p).st_ino) in held, f"{p} is open but not held: {held}"
     finally:
         child.stdin.close()
         child.wait(timeout=60)
     assert child.returncode == 0
-    assert _flocks(child.pid) == set()
+    assert flocks(child.pid) == set()
 
 
 def test_a_cache_file_edited_in_place_after_its_check_is_not_served(tmp_path):
