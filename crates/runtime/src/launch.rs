@@ -66,10 +66,13 @@ pub const STANDBY_ENV: &str = "WASI_PYTHON_STANDBY";
 /// The environment variable that asks for a caller's thread to be pinned while it waits
 /// for a run back to back by default: `1`.
 pub const PIN_CALLER_ENV: &str = "WASI_PYTHON_PIN_CALLER";
+/// The environment variable that keeps sessions from giving back at rest by default:
+/// `0` ([`LaunchPolicy::rest`]). For measuring what rest saves.
+pub const REST_ENV: &str = "WASI_PYTHON_REST";
 
 /// How a [`Runtime`](crate::Runtime) schedules its runs: set once, with
 /// [`RuntimeBuilder::launch_policy`](crate::RuntimeBuilder::launch_policy). The defaults
-/// read [`STANDBY_ENV`] and [`PIN_CALLER_ENV`]; every field can be set.
+/// read [`STANDBY_ENV`], [`PIN_CALLER_ENV`] and [`REST_ENV`]; every field can be set.
 #[derive(Debug, Clone, PartialEq)]
 #[non_exhaustive]
 pub struct LaunchPolicy {
@@ -115,6 +118,10 @@ pub struct LaunchPolicy {
     /// second, so a burst of large runs leaves no more than this (idle_memory.rs). 0
     /// keeps nothing once the slots are idle; each slot keeps at most 64 MiB meanwhile.
     pub idle_memory: u64,
+    /// A session with no command for [`wasi_python_sched::threads::REST`] after a turn
+    /// (or its opening) gives back what it holds but does not need, once until its next
+    /// turn ([`crate::Session::rest_stats`]; default: on, unless `WASI_PYTHON_REST=0`).
+    pub rest: bool,
 }
 
 impl Default for LaunchPolicy {
@@ -135,6 +142,7 @@ impl Default for LaunchPolicy {
             turn_spin: Duration::from_micros(300),
             next_turn_spin: Duration::from_micros(100),
             idle_memory: 64 << 20,
+            rest: std::env::var_os(REST_ENV).is_none_or(|v| v != "0"),
         }
     }
 }

@@ -67,7 +67,7 @@ pub use error::Error;
 pub use files::{DEFAULT_FILE_WRITE_BYTES, DEFAULT_MAX_OPEN_FILES, MAX_CREATED_ENTRIES, guest_descriptors_held};
 pub use signals::restore_trap_handlers;
 pub use tempdir::sweep_private_folders;
-pub use launch::{LaunchPolicy, LaunchStats, PIN_CALLER_ENV, STANDBY_ENV};
+pub use launch::{LaunchPolicy, LaunchStats, PIN_CALLER_ENV, REST_ENV, STANDBY_ENV};
 pub use outcome::{Completed, Trapped, Truncated};
 pub use display::{DEFAULT_DISPLAY_BYTES, Display, MAX_DISPLAYS, MimeKind};
 pub use output::{Event, Events, Next, STREAM_QUEUE_BYTES, STREAM_STALL};
@@ -77,7 +77,7 @@ pub use notice::{Notice, NoticeKind};
 pub use fork::{PACKAGE_VERSION, Snapshot, SnapshotError};
 /// The saved-snapshot file format (`crates/image`), re-exported for embedders.
 pub use wasi_python_image as image;
-pub use session::{Closing, REST_ENV, RestStats, Session, SessionEnd, SessionError, SessionLimits, Turn, TurnHandle};
+pub use session::{Closing, RestStats, Session, SessionEnd, SessionError, SessionLimits, Turn, TurnHandle};
 /// The tool door (`crates/door`), re-exported for embedders; its other names (the
 /// bounded wait, `Stop`) are under [`door`].
 pub use wasi_python_door::{

@@ -136,10 +136,6 @@ enum Cmd {
     Close(SyncSender<Option<Completed>>, CancelToken),
 }
 
-/// The environment variable that keeps sessions from giving back at rest: `0`
-/// ([`Session::rest_stats`]); read as each session opens. For measuring what rest saves.
-pub const REST_ENV: &str = "WASI_PYTHON_REST";
-
 /// What a session gave back as it rested between turns ([`Session::rest_stats`]): a
 /// diagnostic.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
@@ -158,7 +154,7 @@ pub struct RestStats {
 /// [`RestStats`], counted by the session thread.
 #[derive(Debug, Default)]
 struct Rested {
-    /// Never rests ([`REST_ENV`] `0`).
+    /// Never rests (the launch policy's `rest` off).
     off: bool,
     rests: AtomicU64,
     guest_pages: AtomicU64,
@@ -272,7 +268,7 @@ impl Runtime {
         let thread2 = thread.clone();
         let policy = self.launcher().policy.clone();
         let turn_spin = policy.turn_spin;
-        let rested = Arc::new(Rested { off: std::env::var_os(REST_ENV).is_some_and(|v| v == "0"), ..Rested::default() });
+        let rested = Arc::new(Rested { off: !policy.rest, ..Rested::default() });
         let rested2 = rested.clone();
         std::thread::Builder::new()
             .name("wasi-python-session".into())

@@ -119,3 +119,20 @@ fn a_session_thread_gives_back_the_stack_a_deep_turn_touched() {
     assert!(given >= 256 << 10, "the deep turn's stack pages are given back: {given} bytes");
     assert_eq!(ok(&s, "print(len(str([[[1]]])))"), "7\n", "the thread runs on");
 }
+
+/// A runtime whose launch policy has `rest` off (what `WASI_PYTHON_REST=0` makes the
+/// default): its sessions never rest, however long they wait.
+#[test]
+fn a_policy_without_rest_keeps_its_sessions_from_resting() {
+    let mut policy = wasi_python_runtime::LaunchPolicy::default();
+    policy.rest = false;
+    let rt = wasi_python_runtime::Runtime::builder(runtime().artifacts().clone()).launch_policy(policy).pooling(false).build();
+    let s = rt.open_session(RunConfig::new(Vec::<String>::new()), SessionLimits::default()).expect("a session opens");
+    let _ = s.turn(turn("x = 1")).expect("the turn runs");
+    std::thread::sleep(wasi_python_sched::threads::REST * 2 + Duration::from_millis(200));
+    assert_eq!(s.rest_stats().rests, 0);
+    // The same wait with the default policy rests once.
+    let d = open(RunConfig::new(Vec::<String>::new()));
+    ok(&d, "x = 1");
+    assert_eq!(rested(&d, 0).rests, 1);
+}
