@@ -246,7 +246,16 @@ pub(crate) fn answer(
             match frame.and_then(|f| f.strip_prefix(DISPLAY_FRAME)) {
                 // Any time, whatever the store expects: kept for the run, never the door's.
                 Some(body) => Step::Answer(Answer::Display(state.displays.offer(body))),
-                None => state.control.step(frame),
+                None => match state.fixed.as_deref_mut() {
+                    // A preload image's build draws its fixed stream, never the host's
+                    // entropy (fixed.rs), so the image is the same bytes anywhere.
+                    Some(fixed) if frame == Some(ENTROPY_FRAME) => {
+                        let mut bytes = Box::new([0u8; ENTROPY_BYTES]);
+                        fixed.entropy(&mut bytes[..]);
+                        Step::Answer(Answer::Entropy(bytes))
+                    }
+                    _ => state.control.step(frame),
+                },
             }
         }
         None => caller.data_mut().control.step(None),

@@ -163,11 +163,6 @@ fn door_call(
     out_ptr_ptr: i32,
     out_len_ptr: i32,
 ) -> wasmtime::Result<i32> {
-    if caller.data().fixed.is_some()
-        && let Some(answered) = fixed_entropy(&mut caller, ptr, len, out_ptr_ptr, out_len_ptr)
-    {
-        return answered;
-    }
     if let Some(answered) = crate::control::answer(&mut caller, ptr, len, out_ptr_ptr, out_len_ptr) {
         return answered;
     }
@@ -215,27 +210,6 @@ fn door_call(
             Err(trap)
         }
     }
-}
-
-/// A build's entropy frame (control.rs, `ENTROPY_FRAME`), answered from its fixed
-/// stream rather than the host's entropy (fixed.rs); `None` for any other frame.
-fn fixed_entropy(
-    caller: &mut Caller<'_, HostState>,
-    ptr: i32,
-    len: i32,
-    out_ptr_ptr: i32,
-    out_len_ptr: i32,
-) -> Option<wasmtime::Result<i32>> {
-    use crate::control::{ENTROPY_BYTES, ENTROPY_FRAME};
-    let (memory, alloc) = (caller.data().memory?, caller.data().alloc.clone()?);
-    let data = memory.data(&*caller);
-    let at = span(ptr, len as u32 as usize, data.len())?;
-    if data[at] != *ENTROPY_FRAME {
-        return None;
-    }
-    let mut bytes = vec![0u8; ENTROPY_BYTES];
-    caller.data_mut().fixed.as_mut()?.entropy(&mut bytes);
-    Some(deliver(caller, memory, &alloc, &bytes, out_ptr_ptr, out_len_ptr).map(|d| if d.is_ok() { 0 } else { DOOR_FAULT }))
 }
 
 /// Writes `bytes` into memory from the guest's allocator and their place and length at
