@@ -683,19 +683,13 @@ impl Live {
     /// [`wasi_python_sched::threads::REST`] and the session has not rested since its
     /// last turn, it rests first ([`Live::rest`]), then waits the rest of `wait`.
     fn recv_resting(&mut self, rx: &Receiver<Cmd>, wait: Duration, at_rest: &mut bool) -> Result<Cmd, RecvTimeoutError> {
-        let rest = wasi_python_sched::threads::REST;
-        if *at_rest || wait <= rest || self.rested.off {
+        if *at_rest || self.rested.off {
             return rx.recv_timeout(wait);
         }
-        let started = Instant::now();
-        match rx.recv_timeout(rest) {
-            Err(RecvTimeoutError::Timeout) => {
-                self.rest();
-                *at_rest = true;
-                rx.recv_timeout(wait.saturating_sub(started.elapsed()))
-            }
-            other => other,
-        }
+        wasi_python_sched::threads::recv_resting(rx, wait, wasi_python_sched::threads::REST, || {
+            self.rest();
+            *at_rest = true;
+        })
     }
 
     /// Gives back what the session holds but does not need between turns: the pages

@@ -23,6 +23,23 @@ use crate::wake::{Away, Change, Sleeper};
 /// again, and as long as the runtime's idle pool slots wait before they give theirs.
 pub const REST: Duration = Duration::from_secs(1);
 
+/// The next message within `wait`; should none come within `rest` (shorter than `wait`),
+/// runs `resting` once first, then waits the rest of `wait`. A kept thread's and a
+/// session's wait between jobs.
+pub fn recv_resting<T>(rx: &mpsc::Receiver<T>, wait: Duration, rest: Duration, resting: impl FnOnce()) -> Result<T, mpsc::RecvTimeoutError> {
+    if rest >= wait {
+        return rx.recv_timeout(wait);
+    }
+    let started = std::time::Instant::now();
+    match rx.recv_timeout(rest) {
+        Err(mpsc::RecvTimeoutError::Timeout) => {
+            resting();
+            rx.recv_timeout(wait.saturating_sub(started.elapsed()))
+        }
+        other => other,
+    }
+}
+
 /// Threads kept for the next job: at most `max_idle` wait idle, each for `idle_for`,
 /// then it ends. Each owner has its own (the runtime's launcher): two share no thread.
 pub struct KeptThreads {
@@ -263,19 +280,7 @@ impl<T, K> Waiters<T, K> {
         }
         self.listed.notify_all();
         listed();
-        let started = std::time::Instant::now();
-        let first = if rest < idle {
-            match rx.recv_timeout(rest) {
-                Err(mpsc::RecvTimeoutError::Timeout) => {
-                    resting();
-                    rx.recv_timeout(idle.saturating_sub(started.elapsed()))
-                }
-                other => other,
-            }
-        } else {
-            rx.recv_timeout(idle)
-        };
-        let (job, pulled) = match first {
+        let (job, pulled) = match recv_resting(&rx, idle, rest, resting) {
             Ok(got) => got,
             Err(_) => {
                 let mut list = self.list();
