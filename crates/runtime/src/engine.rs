@@ -38,11 +38,13 @@ pub(crate) struct Prepared {
 }
 
 impl Prepared {
-    /// The same compiled guest, its memory starting from the image at `path` (a whole
-    /// memory of `pages` wasm pages) instead of from its data segments.
-    fn with_image(&self, path: &Path, pages: u64) -> Result<Prepared, Error> {
+    /// The same compiled guest, its memory starting from the image `file` (a whole
+    /// memory of `pages` wasm pages, opened from `path`) instead of from its data
+    /// segments. The file is mapped as it is held, never opened again by `path`
+    /// (snapshot.rs, `Image`).
+    fn with_image(&self, path: &Path, file: &std::fs::File, pages: u64) -> Result<Prepared, Error> {
         let fail = |e: wasmtime::Error| Error::Module(format!("loading the memory image {}: {e:#}", path.display()));
-        let file = std::fs::File::open(path).map_err(|e| Error::io(format!("opening {}", path.display()), e))?;
+        let file = file.try_clone().map_err(|e| Error::io(format!("holding {} open", path.display()), e))?;
         let module = self.pre.module().with_memory_image(file, pages).map_err(fail)?;
         let mut linker = Linker::new(&self.engine);
         host::add_to_linker(&mut linker).map_err(|e| Error::Internal(format!("{e:#}")))?;
@@ -76,17 +78,18 @@ impl Prepared {
 
     fn with_memory(&self, memory: &MemoryFrom) -> Result<Prepared, Error> {
         match memory {
-            MemoryFrom::File(path, pages) => self.with_image(path, *pages),
+            MemoryFrom::File(path, file, pages) => self.with_image(path, file, *pages),
             MemoryFrom::Layers(layout, pages) => self.with_layers(layout, *pages),
         }
     }
 }
 
 /// What a flavour's memory starts from instead of the artifact's own: a preload
-/// image's file, or a session snapshot's layers; and its size in wasm pages.
+/// image's file (its path and the file held open), or a session snapshot's layers; and
+/// its size in wasm pages.
 #[derive(Debug, Clone)]
 pub(crate) enum MemoryFrom {
-    File(PathBuf, u64),
+    File(PathBuf, Arc<std::fs::File>, u64),
     Layers(Arc<crate::delta::Layout>, u64),
 }
 
@@ -375,11 +378,11 @@ impl Flavoured {
         Ok(self.on_demand.get_or_init(|| p))
     }
 
-    /// This flavour, starting from the memory image at `image` (`pages` wasm pages):
-    /// the same engines and compiled code, so this takes milliseconds. The on-demand
-    /// engine gets the image when it is first loaded.
-    pub(crate) fn with_image(&self, image: &Path, pages: u64) -> Result<Flavoured, Error> {
-        self.with_memory(MemoryFrom::File(image.to_owned(), pages), image)
+    /// This flavour, starting from the memory image `file`, opened from `image` (`pages`
+    /// wasm pages): the same engines and compiled code, so this takes milliseconds. The
+    /// on-demand engine gets the image when it is first loaded, from the same file.
+    pub(crate) fn with_image(&self, image: &Path, file: &Arc<std::fs::File>, pages: u64) -> Result<Flavoured, Error> {
+        self.with_memory(MemoryFrom::File(image.to_owned(), file.clone(), pages), image)
     }
 
     /// This flavour, starting from a session snapshot's layers (`pages` wasm pages);

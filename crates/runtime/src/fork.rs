@@ -622,22 +622,29 @@ impl Taker {
     }
 
     /// Gives back the pages of the guest's `memory` that it wrote but that hold what
-    /// its origin, a session snapshot, holds there (rest.rs), between turns; returns how
-    /// many. A page given back reads its origin's bytes and is no longer named written
-    /// (the tracker's scan and [`crate::delta::written`] name the pages the guest has
-    /// its own copy of): the session's next snapshot takes it as its last snapshot
-    /// holds it. So once the session has snapshotted, a page is given back only if its
-    /// last snapshot holds the same bytes there too (and only once that snapshot has a
-    /// view); a write after that copies the page again, and is named. `memory` is
-    /// mapped copy-on-write from the origin since the instance was made, as for
-    /// [`Taker::take`].
+    /// its origin, a session snapshot or a preload image, holds there (rest.rs),
+    /// between turns; returns how many. A page given back reads its origin's bytes and
+    /// is no longer named written (the tracker's scan and [`crate::delta::written`]
+    /// name the pages the guest has its own copy of): the session's next snapshot takes
+    /// it as its last snapshot holds it. So once the session has snapshotted, a page
+    /// is given back only if its last snapshot holds the same bytes there too (and only
+    /// once that snapshot has a view); a write after that copies the page again, and is
+    /// named. `memory` is mapped copy-on-write from the origin since the instance was
+    /// made, as for [`Taker::take`].
     pub(crate) fn give_back(&self, memory: &[u8]) -> u64 {
         let last = self.last.lock();
-        // A session snapshot's layers are the very files its forks map. (A preload
-        // image's layout is opened again by its path, which a rebuild could have
-        // replaced since the engine mapped it: not trusted to give pages back.)
-        let Origin::Snapshot(s) = &self.origin else { return 0 };
-        let Ok(origin) = s.inner.layout.view() else { return 0 };
+        // The very files the memory is mapped from: a session snapshot's layers, which
+        // its forks map, or a preload image's file as the engine over it holds it
+        // (snapshot.rs, `Image`). The artifact's own memory has no file of ours.
+        let layout = match &self.origin {
+            Origin::Snapshot(s) => s.inner.layout.clone(),
+            Origin::Preload(image, _) => match image.layout() {
+                Ok(l) => l,
+                Err(_) => return 0,
+            },
+            Origin::Bootstrap => return 0,
+        };
+        let Ok(origin) = layout.view() else { return 0 };
         // The last snapshot's pages are read through its view only if it has one
         // already (it was forked, saved or loaded): a view made for this would map
         // every snapshot's own page file into the process (100 forks that snapshotted

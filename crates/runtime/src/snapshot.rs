@@ -52,9 +52,19 @@ pub fn default_preload(artifacts: &Artifacts) -> Vec<String> {
 }
 
 /// A snapshot's memory image on disk.
+///
+/// **Invariant:** the image is its file as opened once by [`load`] (`file`), never
+/// opened again by its path: every engine over it maps that file (engine.rs), the base
+/// of its session snapshots' layers is that file, a resting session compares its pages
+/// with that file (fork.rs `Taker::give_back`, rest.rs) and its SHA-256 is that file's.
+/// A rebuild (or another process's) renames a new file over the path, which leaves this
+/// one as it is: images are written whole to a new file and renamed into place, never
+/// written after (cached.rs); a sweep only unlinks them.
 #[derive(Debug)]
 pub(crate) struct Image {
     pub(crate) path: PathBuf,
+    /// The file, opened once (the invariant above).
+    file: Arc<std::fs::File>,
     /// The memory's size, in wasm pages (the file's length).
     pub(crate) pages: u64,
     /// The file's SHA-256: what a saved session snapshot names as its base (fork.rs).
@@ -68,41 +78,82 @@ impl Image {
         self.pages * WASM_PAGE
     }
 
-    /// The image as a memory of its own size, the base every session snapshot of its
-    /// line lays its pages over (one open file, so their diffs know it is the same).
-    pub(crate) fn layout(&self) -> Result<Arc<crate::delta::Layout>, Error> {
-        if let Some(l) = self.layout.get() {
-            return Ok(l.clone());
-        }
-        let file = std::fs::File::open(&self.path).map_err(|e| Error::io(format!("opening {}", self.path.display()), e))?;
-        let l = Arc::new(crate::delta::Layout::over(Arc::new(file), self.bytes(), self.bytes()));
-        Ok(self.layout.get_or_init(|| l).clone())
+    /// The file every engine over the image maps (engine.rs `Flavoured::with_image`).
+    pub(crate) fn file(&self) -> &Arc<std::fs::File> {
+        &self.file
     }
 
-    /// The image's SHA-256: from the `.sha256` file beside it, else hashed now (a
-    /// tenth of a second for 150 MB) and written there for later processes. A build
-    /// removes the old `.sha256` before it writes the image.
+    /// The image as a memory of its own size, the base every session snapshot of its
+    /// line lays its pages over (one open file, so their diffs know it is the same),
+    /// and what a resting session from the image compares its pages with: the very
+    /// file its memory is mapped from.
+    pub(crate) fn layout(&self) -> Result<Arc<crate::delta::Layout>, Error> {
+        Ok(self.layout.get_or_init(|| Arc::new(crate::delta::Layout::over(self.file.clone(), self.bytes(), self.bytes()))).clone())
+    }
+
+    /// Whether `path` names this image's file now.
+    fn named(&self) -> bool {
+        let held = self.file.metadata().ok().map(|m| file_id(&m));
+        held.is_some() && std::fs::symlink_metadata(&self.path).ok().map(|m| file_id(&m)) == held
+    }
+
+    /// The image's SHA-256: from the `.sha256` file beside it if the path names this
+    /// image's file before and after it is read (a build removes the old `.sha256`
+    /// before it renames a new image into place, and a `.sha256` is written only for
+    /// the file the path names), else hashed now (a tenth of a second for 150 MB) and
+    /// written there for later processes.
     pub(crate) fn sha256(&self) -> Result<[u8; 32], Error> {
         if let Some(h) = self.sha256.get() {
             return Ok(*h);
         }
         let side = self.path.with_extension("sha256");
-        let read = std::fs::read(&side).ok().and_then(|b| <[u8; 32]>::try_from(b.as_slice()).ok());
+        let read = if self.named() {
+            std::fs::read(&side).ok().and_then(|b| <[u8; 32]>::try_from(b.as_slice()).ok()).filter(|_| self.named())
+        } else {
+            None
+        };
         let h = match read {
             Some(h) => h,
             None => {
-                let mut f = cached::open_for_reading_whole(&self.path)
-                    .map_err(|e| Error::io(format!("opening {}", self.path.display()), e))?;
+                let mut f = self.reopen().map_err(|e| Error::io(format!("opening {}", self.path.display()), e))?;
                 let mut h = Sha256::new();
                 std::io::copy(&mut f, &mut h).map_err(|e| Error::io(format!("reading {}", self.path.display()), e))?;
                 let h: [u8; 32] = h.finalize().into();
                 // Best effort: without it, a later process hashes the image again.
-                let _ = cached::write_whole(&side, &h);
+                if self.named() {
+                    let _ = cached::write_whole(&side, &h);
+                }
                 h
             }
         };
         Ok(*self.sha256.get_or_init(|| h))
     }
+
+    /// This image's file opened anew to be read whole from its start, without
+    /// readahead (cached.rs): by its path if that still names it, else through this
+    /// process's descriptor of it.
+    fn reopen(&self) -> std::io::Result<std::fs::File> {
+        use std::os::fd::AsRawFd;
+        let held = file_id(&self.file.metadata()?);
+        if let Ok(f) = cached::open_for_reading_whole(&self.path)
+            && f.metadata().is_ok_and(|m| file_id(&m) == held)
+        {
+            return Ok(f);
+        }
+        let f = std::fs::File::open(format!("/proc/self/fd/{}", self.file.as_raw_fd()))?;
+        if file_id(&f.metadata()?) != held {
+            return Err(std::io::Error::other("the image's file could not be opened again"));
+        }
+        // Only advice, as in `cached::open_for_reading_whole`.
+        let _ = rustix::fs::fadvise(&f, 0, None, rustix::fs::Advice::Random);
+        Ok(f)
+    }
+}
+
+/// What tells one file from another: its device and inode.
+fn file_id(meta: &std::fs::Metadata) -> (u64, u64) {
+    use std::os::unix::fs::MetadataExt;
+    (meta.dev(), meta.ino())
 }
 
 /// A failed build, kept so later runs of the process fail the same way at once.
@@ -195,7 +246,7 @@ impl Snapshots {
         if let Some(f) = flavours.get(&key) {
             return Ok(f.clone());
         }
-        let f = Arc::new(base.get(flavour)?.with_image(&image.path, image.pages)?);
+        let f = Arc::new(base.get(flavour)?.with_image(&image.path, image.file(), image.pages)?);
         flavours.insert(key, f.clone());
         Ok(f)
     }
@@ -326,11 +377,26 @@ fn hash_tree(h: &mut Sha256, root: &Path, dir: &Path, compiled: &str) -> Result<
     Ok(())
 }
 
-/// The image at `path` if it is whole (its sidecar's length and checksum match).
+/// The image at `path` if it is whole (its sidecar's length and checksum match),
+/// its file held open ([`Image`]). The file is opened before the check and still named
+/// by `path` after it: the file the check read (a file renamed over the name is a new
+/// one, and the one held cannot be renamed back).
 fn load(path: &Path) -> Option<Image> {
+    use std::os::unix::fs::OpenOptionsExt;
+    let file = std::fs::File::options().read(true).custom_flags(libc::O_NOFOLLOW | libc::O_NONBLOCK).open(path).ok()?;
     cached::check(path)?;
-    let len = std::fs::metadata(path).ok().filter(|m| m.is_file())?.len();
-    (len > 0 && len % WASM_PAGE == 0).then(|| Image { path: path.to_owned(), pages: len / WASM_PAGE, sha256: Default::default(), layout: Default::default() })
+    let meta = file.metadata().ok().filter(|m| m.is_file())?;
+    if std::fs::symlink_metadata(path).ok().map(|m| file_id(&m)) != Some(file_id(&meta)) {
+        return None;
+    }
+    let len = meta.len();
+    (len > 0 && len % WASM_PAGE == 0).then(|| Image {
+        path: path.to_owned(),
+        file: Arc::new(file),
+        pages: len / WASM_PAGE,
+        sha256: Default::default(),
+        layout: Default::default(),
+    })
 }
 
 fn load_or_build(base: &Flavours, modules: &[String]) -> Result<Image, Error> {
