@@ -12,10 +12,18 @@
 //! later write copies it again.
 //!
 //! **Invariant:** a page is given back only when its bytes equal, at that moment, the
-//! bytes of the page the memory maps there (the origin's `View`), so the guest's memory
-//! reads the same before and after, and, once the session has snapshotted, those its
-//! last snapshot holds there (its next snapshot takes an unnamed page from it); only
-//! between turns, on the session's thread.
+//! bytes of the page the memory maps there (the origin's `View`: a view of the very
+//! files the memory is mapped from, a snapshot's layers or a preload image's file as
+//! snapshot.rs's `Image` holds it open, never a file opened again by its name), so the
+//! guest's memory reads the same before and after, and, once the session has
+//! snapshotted, those its last snapshot holds there (its next snapshot takes an unnamed
+//! page from it); only between turns, on the session's thread.
+//!
+//! A pooled slot stays correct: a page given back is the image's again (neither written
+//! nor the slot's own), which the pool's reset leaves or copies back from the image
+//! (third_party/README.md, the first patch); the short reset copies back the regions the
+//! slot owned, which may include it (a copy of the image's bytes over the image's
+//! bytes), and a later write to it faults, which sends the reset the full way.
 #![allow(unsafe_code, reason = "madvise(MADV_DONTNEED) of pages of the guest's own memory")]
 
 use std::ops::Range;

@@ -320,8 +320,9 @@ impl Session {
     }
 
     /// What the session gave back as it rested between turns: the guest's pages that
-    /// hold again what its memory was mapped from, and its thread's stack below where it
-    /// rests. It rests once no command came for [`wasi_python_sched::threads::REST`]
+    /// hold again what its memory was mapped from (a session snapshot or a preload
+    /// image; none without a preload, whose memory is the artifact's own), and its
+    /// thread's stack below where it rests. It rests once no command came for [`wasi_python_sched::threads::REST`]
     /// after a turn (or its opening), until the next turn.
     pub fn rest_stats(&self) -> RestStats {
         RestStats {
