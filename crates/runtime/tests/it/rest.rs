@@ -248,10 +248,12 @@ const READ_THE_PAGE: &str = "print(doc[zeroed] == '\\0' * 4096, len(doc), marker
 fn a_session_compares_with_the_image_it_was_mapped_from_not_a_file_renamed_over_it() {
     let shared = runtime().prepare_preload(&Preload::Default).expect("the default image builds").expect("there is a default preload");
     let cache = Cache::new("rest-renamed-over");
-    // The default image and its sidecars, linked (the same files: checked, no build).
+    // The default image and its sidecars, linked (the same files: checked, no build);
+    // not its `.sha256`, so that a save hashes the image.
     let stem = shared.file_stem().unwrap().to_string_lossy().into_owned();
     for entry in std::fs::read_dir(shared.parent().unwrap()).unwrap().flatten() {
-        if entry.file_name().to_string_lossy().starts_with(&stem) {
+        let name = entry.file_name().to_string_lossy().into_owned();
+        if name.starts_with(&stem) && !name.ends_with(".sha256") {
             std::fs::hard_link(entry.path(), cache.0.join(entry.file_name())).unwrap();
         }
     }
@@ -279,10 +281,17 @@ fn a_session_compares_with_the_image_it_was_mapped_from_not_a_file_renamed_over_
     assert_eq!(ok(&s, COMPUTE), COMPUTED);
     // Its snapshot is laid over the image it was mapped from.
     let snap = s.snapshot().unwrap();
-    let f = rt.open_session(RunConfig::new(Vec::<String>::new()).snapshot(snap), SessionLimits::default()).expect("a fork opens");
+    let f = rt.open_session(RunConfig::new(Vec::<String>::new()).snapshot(snap.clone()), SessionLimits::default()).expect("a fork opens");
     assert_eq!(ok(&f, READ_THE_PAGE), expected);
     assert_eq!(ok(&f, "print(pd.read_csv.__doc__[:40] == doc[:40], pd.DataFrame.__name__)"), "True DataFrame\n");
     assert_eq!(ok(&f, COMPUTE), COMPUTED);
+    // Saved, it names that image by its SHA-256 (hashed from the file held, not the
+    // path's): it loads where the image is, here the shared runtime's cache.
+    let bytes = snap.to_bytes(&rt).expect("the snapshot saves");
+    let loaded = runtime().load_snapshot(&bytes).expect("the file names the image it was taken over");
+    let g = fork(&loaded);
+    assert_eq!(ok(&g, READ_THE_PAGE), expected);
+    assert_eq!(ok(&g, COMPUTE), COMPUTED);
     // And the runtime's next session still maps that image.
     let n = rt.open_session(preloaded(), SessionLimits::default()).expect("a session opens");
     assert_eq!(ok(&n, "import pandas as pd\nprint(pd.read_csv.__doc__.count('\\0'), pd.DataFrame({'a': [1, 2]}).a.sum())"), "0 3\n");
