@@ -197,6 +197,36 @@ impl Layout {
         self.runs.iter().map(|r| u64::from(r.len)).sum()
     }
 
+    /// The memory mappings a guest over this layout holds: the base, and each run with
+    /// the base after it (mappings.rs).
+    pub(crate) fn mappings(&self) -> usize {
+        2 * self.runs.len() + 1
+    }
+
+    /// The same memory as one page file of its own (its non-zero pages, read through
+    /// the view), for guests that cannot hold a mapping a run (mappings.rs).
+    pub(crate) fn flattened(&self) -> std::io::Result<Layout> {
+        let view = self.view()?;
+        let bytes = view.bytes();
+        let file = PageFile::new(self.len)?;
+        let zero = [0u8; PAGE];
+        let pages = bytes.len() / PAGE;
+        let mut n = 0;
+        while n < pages {
+            if bytes[n * PAGE..(n + 1) * PAGE] == zero[..] {
+                n += 1;
+                continue;
+            }
+            let start = n;
+            while n < pages && n - start < 1024 && bytes[n * PAGE..(n + 1) * PAGE] != zero[..] {
+                n += 1;
+            }
+            file.write_at(&bytes[start * PAGE..n * PAGE], (start * PAGE) as u64)?;
+        }
+        file.seal();
+        Ok(Layout::whole(Arc::new(file), self.len))
+    }
+
     /// The layout mapped read-only in this process, made on first need.
     pub(crate) fn view(&self) -> std::io::Result<Arc<View>> {
         self.view
@@ -1063,6 +1093,35 @@ mod tests {
             }
             layout = new;
         }
+    }
+
+    /// A layout of many runs over a base, part of it zeros and past the base's end,
+    /// flattened: one file, one mapping, the same bytes.
+    #[test]
+    fn a_flattened_layout_holds_the_same_memory_in_one_file() {
+        const N: u32 = 2048;
+        let base_len = u64::from(N / 2) * PAGE as u64;
+        let base = PageFile::new(base_len).unwrap();
+        base.write_at(&vec![0xEE; (N / 2) as usize * PAGE], 0).unwrap();
+        base.seal();
+        let len = u64::from(N) * PAGE as u64;
+        let mut memory: Vec<u8> = vec![0; N as usize * PAGE];
+        memory[..(N / 2) as usize * PAGE].fill(0xEE);
+        let layout = Layout::over(base.file().clone(), base_len, len);
+        let mut next = rng(0xf1a7);
+        let mut pages: Vec<u32> = (0..400).map(|_| next(N)).collect();
+        pages.sort_unstable();
+        pages.dedup();
+        for &n in &pages {
+            let at = n as usize * PAGE;
+            memory[at..at + PAGE].fill(n as u8 | 1);
+        }
+        let layered = layout.overlay(&pages, len, |n| std::borrow::Cow::Borrowed(&memory[n as usize * PAGE..(n as usize + 1) * PAGE])).unwrap();
+        assert!(layered.mappings() > 100, "{} mappings", layered.mappings());
+        let flat = layered.flattened().unwrap();
+        assert_eq!(flat.mappings(), 1);
+        assert_eq!(flat.len, len);
+        assert!(flat.view().unwrap().bytes() == memory.as_slice(), "the flattened memory differs");
     }
 
     /// Turn after turn writing the same pages (as CPython's reference counts and

@@ -335,13 +335,17 @@ pub(crate) struct Flavoured {
     pub(crate) compiled: Arc<crate::compiled::Compiled>,
 }
 
-/// Holds a pool slot for as long as its store lives.
+/// Holds a pool slot for as long as its store lives, and the memory mappings a guest
+/// over a snapshot's layers holds (mappings.rs).
 #[derive(Debug)]
-pub(crate) struct Slot(Option<(Arc<AtomicUsize>, Option<Notice>)>);
+pub(crate) struct Slot {
+    pooled: Option<(Arc<AtomicUsize>, Option<Notice>)>,
+    _mappings: Option<crate::mappings::Held>,
+}
 
 impl Drop for Slot {
     fn drop(&mut self) {
-        if let Some((live, notice)) = &self.0 {
+        if let Some((live, notice)) = &self.pooled {
             live.fetch_sub(1, Ordering::SeqCst);
             if let Some(n) = notice {
                 n.store_ended();
@@ -353,13 +357,17 @@ impl Drop for Slot {
 impl Flavoured {
     /// The engine for a new store, and its slot (drop it after the store).
     pub(crate) fn pick(&self) -> Result<(&Prepared, Slot), Error> {
+        let held = match &self.image {
+            Some(MemoryFrom::Layers(layout, _)) => Some(crate::mappings::Held::take(layout.mappings())),
+            _ => None,
+        };
         if let Some(p) = &self.pooled {
             if self.live.fetch_add(1, Ordering::SeqCst) < POOL_SLOTS {
-                return Ok((p, Slot(Some((self.live.clone(), self.notice.clone())))));
+                return Ok((p, Slot { pooled: Some((self.live.clone(), self.notice.clone())), _mappings: held }));
             }
             self.live.fetch_sub(1, Ordering::SeqCst);
         }
-        Ok((self.on_demand()?, Slot(None)))
+        Ok((self.on_demand()?, Slot { pooled: None, _mappings: held }))
     }
 
     /// The on-demand engine, loaded on first need.

@@ -153,8 +153,12 @@ struct Inner {
     /// The id of the file it was first saved as or loaded from (a delta names its
     /// parent by it).
     id: OnceLock<[u8; 32]>,
-    /// Engines over this memory, made at the first fork of each flavour.
-    flavours: Mutex<Vec<(Flavour, Arc<Flavoured>)>>,
+    /// Engines over this memory, made at the first fork of each flavour: over its
+    /// layers, or (`true`) over its flattened copy.
+    flavours: Mutex<Vec<(Flavour, bool, Arc<Flavoured>)>>,
+    /// The memory as one page file, made when forks over the layers would pass the
+    /// process's budget of mappings (mappings.rs).
+    flat: OnceLock<Arc<Layout>>,
 }
 
 impl std::fmt::Debug for Snapshot {
@@ -241,15 +245,41 @@ impl Snapshot {
 
     /// The engines of `flavour` a fork starts from, made on first need, over this
     /// snapshot's layers.
+    ///
+    /// A guest over the layers holds a mapping a run (mappings.rs): while the process's
+    /// guests over layers would pass their budget with one more, forks start from the
+    /// snapshot's flattened copy instead, made once (one mapping a guest; the memory
+    /// of one copy of the snapshot, shared by all such forks).
     pub(crate) fn flavour(&self, runtime: &Runtime, flavour: Flavour) -> Result<Arc<Flavoured>, Error> {
+        let layers = &self.inner.layout;
+        let flat = layers.mappings() > 1 && !crate::mappings::fits(layers.mappings());
         let mut made = self.inner.flavours.lock();
-        if let Some((_, f)) = made.iter().find(|(k, _)| *k == flavour) {
+        if let Some((_, _, f)) = made.iter().find(|(k, f, _)| *k == flavour && *f == flat) {
             return Ok(f.clone());
         }
-        let name = PathBuf::from(format!("session-snapshot-{:x}", Arc::as_ptr(&self.inner) as usize));
-        let f = Arc::new(runtime.flavour(flavour)?.with_layers(self.inner.layout.clone(), self.inner.pages, &name)?);
-        made.push((flavour, f.clone()));
+        let at = Arc::as_ptr(&self.inner) as usize;
+        let f = if flat {
+            let layout = match self.inner.flat.get() {
+                Some(l) => l.clone(),
+                None => {
+                    let l = Arc::new(layers.flattened().map_err(|e| Error::io("flattening a snapshot's memory", e))?);
+                    self.inner.flat.get_or_init(|| l).clone()
+                }
+            };
+            let name = PathBuf::from(format!("session-snapshot-{at:x}-flat"));
+            runtime.flavour(flavour)?.with_layers(layout, self.inner.pages, &name)?
+        } else {
+            let name = PathBuf::from(format!("session-snapshot-{at:x}"));
+            runtime.flavour(flavour)?.with_layers(layers.clone(), self.inner.pages, &name)?
+        };
+        let f = Arc::new(f);
+        made.push((flavour, flat, f.clone()));
         Ok(f)
+    }
+
+    /// Whether this snapshot's forks have started from its flattened copy (mappings.rs).
+    pub fn flattened(&self) -> bool {
+        self.inner.flat.get().is_some()
     }
 
     /// What a fork writes over its base image's memory before any guest code runs.
@@ -561,6 +591,7 @@ impl Runtime {
                 new_pages: pages.len() as u64,
                 id,
                 flavours: Mutex::new(Vec::new()),
+                flat: OnceLock::new(),
             }),
         })
     }
@@ -748,6 +779,7 @@ impl Taker {
                 new_pages,
                 id: OnceLock::new(),
                 flavours: Mutex::new(Vec::new()),
+                flat: OnceLock::new(),
             }),
         };
         last.snapshot = Some(snapshot.clone());

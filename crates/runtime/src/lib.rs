@@ -38,6 +38,7 @@ mod guest_mem;
 mod host;
 mod idle_memory;
 mod launch;
+mod mappings;
 mod mounts;
 mod notice;
 mod outcome;
