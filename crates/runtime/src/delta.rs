@@ -499,6 +499,8 @@ fn write_runs<'a>(runs: &[Range<u32>], memory: &impl Fn(u32) -> std::borrow::Cow
 pub(crate) struct View {
     ptr: *mut u8,
     len: usize,
+    /// Its mappings, counted with the guests' over layers (mappings.rs).
+    _held: Option<crate::mappings::Held>,
 }
 
 // SAFETY: a read-only mapping, never written and unmapped only on drop.
@@ -510,7 +512,7 @@ impl View {
     fn new(layout: &Layout) -> std::io::Result<View> {
         let len = usize::try_from(layout.len).map_err(std::io::Error::other)?;
         if len == 0 {
-            return Ok(View { ptr: std::ptr::NonNull::dangling().as_ptr(), len: 0 });
+            return Ok(View { ptr: std::ptr::NonNull::dangling().as_ptr(), len: 0, _held: None });
         }
         let fail = || std::io::Error::last_os_error();
         // SAFETY: a new private anonymous mapping, nothing else at that address.
@@ -520,7 +522,7 @@ impl View {
         if ptr == libc::MAP_FAILED {
             return Err(fail());
         }
-        let view = View { ptr: ptr.cast(), len };
+        let view = View { ptr: ptr.cast(), len, _held: Some(crate::mappings::Held::take(layout.mappings())) };
         let map = |at: u64, bytes: u64, fd: i32, offset: u64| -> std::io::Result<()> {
             if bytes == 0 {
                 return Ok(());

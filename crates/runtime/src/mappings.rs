@@ -11,8 +11,12 @@
 //! file of its whole memory, made once and shared: one mapping a guest), which costs the
 //! memory of one such copy rather than none, and reads the same bytes.
 //!
+//! A layout's view in the host (delta.rs, `View`: what a pool's reset copies back from,
+//! and what snapshots and rests compare with) maps the same way, once per layout, and
+//! counts with them.
+//!
 //! **Invariant:** every guest made over layers holds a [`Held`] for its mappings while its
-//! store lives; [`fits`] is only advice (two guests opening at once may both pass it), so
+//! store lives, and every view while it is mapped; [`fits`] is only advice (two guests opening at once may both pass it), so
 //! the budget is exceeded at most by the guests opening at the same moment. Mappings
 //! that a pool's idle slot keeps after its store ended are not counted: at most
 //! [`crate::engine::POOL_SLOTS`] slots, bounded apart.
