@@ -658,9 +658,9 @@ impl Taker {
     /// is no longer named written (the tracker's scan and [`crate::delta::written`]
     /// name the pages the guest has its own copy of): the session's next snapshot takes
     /// it as its last snapshot holds it. So once the session has snapshotted, a page
-    /// is given back only if its last snapshot holds the same bytes there too (and only
-    /// once that snapshot has a view); a write after that copies the page again, and is
-    /// named. `memory` is mapped copy-on-write from the origin since the instance was
+    /// is given back only if its last snapshot holds the same bytes there too; a write
+    /// after that copies the page again, and is named. Both are read from their files,
+    /// never through a view (delta.rs, `Layout::reader`). `memory` is mapped copy-on-write from the origin since the instance was
     /// made, as for [`Taker::take`].
     pub(crate) fn give_back(&self, memory: &[u8]) -> u64 {
         let last = self.last.lock();
@@ -675,21 +675,10 @@ impl Taker {
             },
             Origin::Bootstrap => return 0,
         };
-        let Ok(origin) = layout.view() else { return 0 };
-        // The last snapshot's pages are read through its view only if it has one
-        // already (it was forked, saved or loaded): a view made for this would map
-        // every snapshot's own page file into the process (100 forks that snapshotted
-        // showed +360 MB of Pss, pages that were held, unmapped, anyway).
-        let also = match &last.snapshot {
-            Some(l) if l.inner.layout.has_view() => match l.inner.layout.view() {
-                Ok(v) => Some(v),
-                Err(_) => return 0,
-            },
-            Some(_) => return 0,
-            None => None,
-        };
+        // Both read from their files, not through views (delta.rs, `Layout::reader`).
+        let also = last.snapshot.as_ref().map(|l| &*l.inner.layout);
         let Some(written) = crate::delta::written(memory) else { return 0 };
-        crate::rest::give_back_same(memory, &written, &origin, also.as_deref())
+        crate::rest::give_back_same(memory, &written, &layout, also)
     }
 
     /// The guest's memory as a snapshot, wasi-libc's preopen table emptied, the clock
@@ -752,8 +741,17 @@ impl Taker {
                 let changed: Vec<u32> = if since_last && count <= LAY_UNCOMPARED && !reference.has_view() {
                     candidates.into_iter().flatten().collect()
                 } else {
-                    let theirs = reference.view().map_err(io)?;
-                    candidates.into_iter().flatten().filter(|&n| *page(n) != *theirs.page(n)).collect()
+                    // Read from the reference's files (delta.rs, `Layout::reader`).
+                    let mut theirs = reference.reader();
+                    let mut changed = Vec::new();
+                    for r in candidates {
+                        for n in r.clone() {
+                            if *theirs.page(n, r.end).map_err(io)? != *page(n) {
+                                changed.push(n);
+                            }
+                        }
+                    }
+                    changed
                 };
                 let layout = reference.overlay(&changed, total, page).map_err(io)?;
                 (layout, changed.len() as u64)

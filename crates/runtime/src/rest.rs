@@ -12,8 +12,8 @@
 //! later write copies it again.
 //!
 //! **Invariant:** a page is given back only when its bytes equal, at that moment, the
-//! bytes of the page the memory maps there (the origin's `View`: a view of the very
-//! files the memory is mapped from, a snapshot's layers or a preload image's file as
+//! bytes of the page the memory maps there (read from the very files the memory is
+//! mapped from (delta.rs, `Layout::reader`), a snapshot's layers or a preload image's file as
 //! snapshot.rs's `Image` holds it open, never a file opened again by its name), so the
 //! guest's memory reads the same before and after, and, once the session has
 //! snapshotted, those its last snapshot holds there (its next snapshot takes an unnamed
@@ -30,7 +30,7 @@ use std::ops::Range;
 
 use wasi_python_image::PAGE;
 
-use crate::delta::View;
+use crate::delta::Layout;
 
 /// Drops this process's private copy of each page of `memory` among `written` whose
 /// bytes equal `origin`'s page there (what the memory is mapped from), and `also`'s
@@ -38,7 +38,7 @@ use crate::delta::View;
 /// returns how many pages were given back. `memory` is the guest's whole memory, mapped
 /// copy-on-write from `origin`'s files (zeros past their end), and no guest code runs
 /// meanwhile.
-pub(crate) fn give_back_same(memory: &[u8], written: &[Range<u32>], origin: &View, also: Option<&View>) -> u64 {
+pub(crate) fn give_back_same(memory: &[u8], written: &[Range<u32>], origin: &Layout, also: Option<&Layout>) -> u64 {
     let base = memory.as_ptr() as usize;
     if !base.is_multiple_of(PAGE) || !memory.len().is_multiple_of(PAGE) {
         return 0;
@@ -54,10 +54,13 @@ pub(crate) fn give_back_same(memory: &[u8], written: &[Range<u32>], origin: &Vie
     };
     let mut given = 0;
     let mut run: Option<Range<u32>> = None;
-    for n in written.iter().flat_map(|r| r.clone()).filter(|&n| n < pages) {
+    let (mut origin, mut also) = (origin.reader(), also.map(Layout::reader));
+    // A page that cannot be read is kept.
+    let same = |page: &[u8], r: &mut crate::delta::Reader<'_>, n: u32, until: u32| r.page(n, until).is_ok_and(|p| p == page);
+    for (n, until) in written.iter().flat_map(|r| r.clone().map(move |n| (n, r.end))).filter(|&(n, _)| n < pages) {
         let at = n as usize * PAGE;
         let page = &memory[at..at + PAGE];
-        if page != origin.page(n) || also.is_some_and(|v| page != v.page(n)) {
+        if !same(page, &mut origin, n, until) || also.as_mut().is_some_and(|a| !same(page, a, n, until)) {
             continue;
         }
         match &mut run {
