@@ -688,6 +688,18 @@ impl Tracker {
         }
     }
 
+    /// Write-protects every page of `memory` (the first scan's, or one after the memory
+    /// grew, protected only the pages it named), so the next scan reads page tables
+    /// only: called after a scan, before anything writes the memory again (the session
+    /// thread, once it has answered the snapshot). Skipped, the next scan asks whose
+    /// each page is, as the first did.
+    pub(crate) fn protect_all(&mut self, memory: &[u8]) {
+        #[cfg(target_os = "linux")]
+        self.inner.protect_all(memory);
+        #[cfg(not(target_os = "linux"))]
+        let _ = memory;
+    }
+
     /// The pages (ranges of page numbers, growing) of `memory` written since the last
     /// scan, as [`written`] reports them; each is write-protected again. `memory` is the
     /// one the tracker was made over, perhaps grown.
@@ -931,8 +943,9 @@ mod scan {
         /// each write-protected again. Where every page was protected after the last
         /// scan, a page not protected now was written since, whoever's it is, and the
         /// walk reads page tables only; else (the first scan, a memory that grew) it
-        /// names the memory's own written pages, as [`written`] does, and then protects
-        /// every page, so the next scan can read page tables only.
+        /// names the memory's own written pages, as [`written`] does, and
+        /// [`Tracker::protect_all`] then protects every page, so the next scan can read
+        /// page tables only.
         pub(super) fn scan(&mut self, memory: &[u8]) -> Option<Vec<Range<u32>>> {
             if memory.as_ptr() as u64 != self.base || self.generation != wasi_python_sched::forks::generation() {
                 return None;
@@ -941,17 +954,27 @@ mod scan {
             self.register(len)?;
             let all_protected = self.protected >= len;
             let out = walk(memory, &*pagemap()?, WP_MATCHING | CHECK_WPASYNC, WRITTEN, !all_protected)?;
-            if !all_protected {
-                // A failure leaves `protected` as it was: the next scan asks whose
-                // each page is again.
-                let mut wp = [self.base, len, WRITEPROTECT_MODE_WP];
-                // SAFETY: `wp` is the 24-byte `struct uffdio_writeprotect` the call
-                // reads; the range is registered.
-                if unsafe { libc::ioctl(self.uffd.as_raw_fd(), UFFDIO_WRITEPROTECT, wp.as_mut_ptr()) } == 0 {
-                    self.protected = len;
-                }
-            }
+            // Until `protect_all`, the protection is the pages named only.
+            self.protected = self.protected.min(len);
             Some(out)
+        }
+
+        /// Write-protects every page not protected since the last scan (none after
+        /// one that read page tables only), so the next scan reads page tables only.
+        /// Only while nothing wrote the memory since that scan.
+        pub(super) fn protect_all(&mut self, memory: &[u8]) {
+            let len = memory.len() as u64;
+            if memory.as_ptr() as u64 != self.base || self.generation != wasi_python_sched::forks::generation() || self.protected >= len || len > self.registered {
+                return;
+            }
+            // A failure leaves `protected` as it was: the next scan asks whose each
+            // page is again.
+            let mut wp = [self.base, len, WRITEPROTECT_MODE_WP];
+            // SAFETY: `wp` is the 24-byte `struct uffdio_writeprotect` the call reads;
+            // the range is registered.
+            if unsafe { libc::ioctl(self.uffd.as_raw_fd(), UFFDIO_WRITEPROTECT, wp.as_mut_ptr()) } == 0 {
+                self.protected = len;
+            }
         }
 
         /// Whether every page is write-protected since the last scan (so the next one
@@ -1044,6 +1067,8 @@ mod tests {
         let _ = m.read(9); // read only: the zero page, never named
         let mut t = Tracker::new(m.memory(64)).expect("this kernel has asynchronous write-protect (Linux 6.7+)");
         assert_eq!(pages(t.scan(m.memory(64))), [1, 5]);
+        assert!(!t.inner.protects_all(m.memory(64)));
+        t.protect_all(m.memory(64));
         // From here on the scans read page tables only: every page is protected, those
         // never touched too, so a page only read (the zero page) is never named.
         assert!(t.inner.protects_all(m.memory(64)));
@@ -1074,6 +1099,22 @@ mod tests {
         assert_eq!((m.read(5), m.read(9), m.read(20)), (2, 2, 0));
     }
 
+    /// A tracker whose scan was not followed by `protect_all` still names exactly the
+    /// pages written since: each scan asks whose each page is, as the first did.
+    #[test]
+    fn a_tracker_left_unprotected_after_a_scan_names_the_same_pages() {
+        let m = Mapping::new(64, 64, None);
+        m.write(1, 1);
+        let mut t = Tracker::new(m.memory(64)).unwrap();
+        assert_eq!(pages(t.scan(m.memory(64))), [1]);
+        let _ = (m.read(11), m.read(12));
+        m.write(5, 2);
+        assert_eq!(pages(t.scan(m.memory(64))), [5]);
+        t.protect_all(m.memory(64));
+        m.write(12, 4);
+        assert_eq!(pages(t.scan(m.memory(64))), [12]);
+    }
+
     /// Over a private mapping of a file (a snapshot's layers): pages only read are the
     /// file's and never named; a page written is, once per scan after its write.
     #[test]
@@ -1083,6 +1124,7 @@ mod tests {
         let m = Mapping::new(32, 32, Some(file.file()));
         let mut t = Tracker::new(m.memory(32)).unwrap();
         assert_eq!(pages(t.scan(m.memory(32))), Vec::<u32>::new());
+        t.protect_all(m.memory(32));
         assert!(t.inner.protects_all(m.memory(32)));
         assert_eq!((m.read(2), m.read(3), m.read(20)), (3, 3, 3));
         m.write(3, 4);
@@ -1248,12 +1290,14 @@ mod tests {
         let mut t = Tracker::new(m.memory(16)).unwrap();
         m.write(2, 1);
         assert_eq!(pages(t.scan(m.memory(16))), [2]);
+        t.protect_all(m.memory(16));
         m.grow(48);
         assert!(!t.inner.protects_all(m.memory(48)), "the new part is not protected yet");
         m.write(30, 1);
         m.write(2, 2);
         let _ = m.read(31); // the zero page, in the part not yet protected
         assert_eq!(pages(t.scan(m.memory(48))), [2, 30]);
+        t.protect_all(m.memory(48));
         assert!(t.inner.protects_all(m.memory(48)));
         m.write(40, 1);
         let _ = m.read(41);

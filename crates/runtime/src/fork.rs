@@ -652,6 +652,16 @@ impl Taker {
         self.last.lock().tracker = None;
     }
 
+    /// Finishes what the last snapshot left to do once it was answered: write-protects
+    /// the whole memory for the tracker (delta.rs, [`Tracker::protect_all`]), which the
+    /// first snapshot's scan did not. Called on the session thread before the guest runs
+    /// again.
+    pub(crate) fn settle(&self, memory: &[u8]) {
+        if let Some(t) = self.last.lock().tracker.as_mut() {
+            t.protect_all(memory);
+        }
+    }
+
     /// Gives back the pages of the guest's `memory` that it wrote but that hold what
     /// its origin, a session snapshot or a preload image, holds there (rest.rs),
     /// between turns; returns how many. A page given back reads its origin's bytes and

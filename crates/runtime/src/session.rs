@@ -667,6 +667,10 @@ impl Live {
                 }
                 Ok(Cmd::Snapshot(reply)) => {
                     let _ = reply.send(self.snapshot());
+                    // What the snapshot leaves to do once answered, before any guest code.
+                    if let Some(memory) = self.guest.memory_slice() {
+                        self.taker.settle(memory);
+                    }
                 }
                 Ok(Cmd::Close(reply, cancel)) => {
                     let done = self.shutdown(limits.shutdown, &cancel);
