@@ -15,7 +15,8 @@
 //!   third_party/README.md).
 //!
 //! **Invariant:** a layout holds at most [`MAX_RUNS`] runs (each is two mappings in
-//! every fork), past which it is compacted into one page file; a page file is written
+//! every fork), and one laid over anything but its session's last snapshot at most
+//! [`FIRST_RUNS`] or its reference's count; past that runs are joined; a page file is written
 //! whole, then sealed, before anything maps it, and never written again; a layout's
 //! pages are exactly the memory it was taken from (wasi-libc's preopen statics zeroed),
 //! whatever the reference: every page that may differ is compared.
@@ -31,8 +32,17 @@ use std::sync::{Arc, OnceLock};
 use wasi_python_image::PAGE;
 
 /// Runs a layout may hold: each run is two mappings (the run, and the base after it)
-/// in each fork's memory, against the kernel's default of 65,530 per process.
-pub(crate) const MAX_RUNS: usize = 128;
+/// in each fork's memory, against the kernel's default of 65,530 per process
+/// (mappings.rs). Only a session's later snapshots (laid over its last) hold this many.
+pub(crate) const MAX_RUNS: usize = 192;
+/// Runs a layout laid over anything but its session's last snapshot may hold: a
+/// session's first snapshot (or a fork's), and a loaded file. A first snapshot is the
+/// one most often forked, so its forks stay at 257 mappings; a later snapshot lays the
+/// pages one turn wrote, about 50 runs over the last one's, and with room past 128 they
+/// get runs of their own instead of copying old runs along to join (the literal second
+/// snapshot of the pandas session: 387 pages written for its 107, against 1,343 at 128;
+/// docs/dev/perf-log/2026-12-06-issue44-literal-second-snapshot.md).
+pub(crate) const FIRST_RUNS: usize = 128;
 /// Gaps of at most this many pages between runs are always merged.
 const SMALL_GAP: u32 = 2;
 
@@ -313,11 +323,11 @@ impl Layout {
     }
 
     /// This layout with the pages `pages` (growing) of `memory` (a memory of `len`
-    /// bytes) laid over it, written to one new page file. Past [`MAX_RUNS`], neighbouring
-    /// runs are joined (the pages between them copied along, from `memory`) where that
-    /// writes least now and in the snapshots that follow ([`merge`]). `memory(n)` is page
-    /// `n` of the new memory (4 KiB), for any page.
-    pub(crate) fn overlay<'a>(&self, pages: &[u32], len: u64, memory: impl Fn(u32) -> std::borrow::Cow<'a, [u8]>) -> std::io::Result<Layout> {
+    /// bytes) laid over it, written to one new page file. Past `most` runs (at most
+    /// [`MAX_RUNS`]), neighbouring runs are joined (the pages between them copied along,
+    /// from `memory`) where that writes least now and in the snapshots that follow
+    /// ([`merge`]). `memory(n)` is page `n` of the new memory (4 KiB), for any page.
+    pub(crate) fn overlay<'a>(&self, pages: &[u32], len: u64, most: usize, memory: impl Fn(u32) -> std::borrow::Cow<'a, [u8]>) -> std::io::Result<Layout> {
         let end = (len / PAGE as u64) as u32;
         // The new pages as runs, small gaps closed.
         let mut fresh: Vec<Range<u32>> = Vec::new();
@@ -353,7 +363,7 @@ impl Layout {
             pieces.push(Piece { pages: r.clone(), old: None, hot });
         }
         pieces.sort_by_key(|p| p.pages.start);
-        let groups = choose_merge(pieces, MAX_RUNS);
+        let groups = choose_merge(pieces, most.clamp(1, MAX_RUNS));
         // What is not an old run left as it was is written, in one new file.
         let to_write: Vec<Range<u32>> = groups.iter().filter(|g| g.old.is_none()).map(|g| g.pages.clone()).collect();
         let mut written = write_runs(&to_write, &memory)?.into_iter();
@@ -1179,7 +1189,7 @@ mod tests {
                 memory[at..at + PAGE].fill(step as u8);
             }
             let before: std::collections::HashSet<*const PageFile> = layout.runs.iter().map(|r| Arc::as_ptr(&r.file)).collect();
-            let new = layout.overlay(&pages, u64::from(N) * PAGE as u64, |n| std::borrow::Cow::Borrowed(&memory[n as usize * PAGE..(n as usize + 1) * PAGE])).unwrap();
+            let new = layout.overlay(&pages, u64::from(N) * PAGE as u64, MAX_RUNS, |n| std::borrow::Cow::Borrowed(&memory[n as usize * PAGE..(n as usize + 1) * PAGE])).unwrap();
             assert!(new.runs.len() <= MAX_RUNS, "step {step}: {} runs", new.runs.len());
             assert!(new.view().unwrap().bytes() == memory.as_slice(), "step {step}: the layout's memory differs");
             let written: u32 = new.runs.iter().filter(|r| !before.contains(&Arc::as_ptr(&r.file))).map(|r| r.len).sum();
@@ -1191,6 +1201,47 @@ mod tests {
             }
             layout = new;
         }
+    }
+
+    /// A first layout at `FIRST_RUNS`, then a turn's few scattered pages over it: with
+    /// room up to `MAX_RUNS` they are written alone, as runs of their own; held to
+    /// `FIRST_RUNS` they split old runs that must be joined again, copied along.
+    #[test]
+    fn a_later_layout_lays_a_turns_pages_in_runs_of_their_own() {
+        const N: u32 = 16_384;
+        let len = u64::from(N) * PAGE as u64;
+        let base = PageFile::new(len).unwrap();
+        base.write_at(&vec![0xEE; N as usize * PAGE], 0).unwrap();
+        base.seal();
+        let mut memory: Vec<u8> = vec![0xEE; N as usize * PAGE];
+        let layout = Layout::over(base.file().clone(), len, len);
+        let mut next = rng(0x7e11);
+        let mut write = |memory: &mut Vec<u8>, count: u32, mark: u8| {
+            let mut pages: Vec<u32> = (0..count).map(|_| next(N)).collect();
+            pages.sort_unstable();
+            pages.dedup();
+            for &n in &pages {
+                memory[n as usize * PAGE..(n as usize + 1) * PAGE].fill(mark);
+            }
+            pages
+        };
+        let page = |memory: &Vec<u8>, n: u32| memory[n as usize * PAGE..(n as usize + 1) * PAGE].to_vec();
+        let first_pages = write(&mut memory, 800, 1);
+        let first = layout.overlay(&first_pages, len, FIRST_RUNS, |n| std::borrow::Cow::Owned(page(&memory, n))).unwrap();
+        assert_eq!(first.runs.len(), FIRST_RUNS);
+        let turn = write(&mut memory, 30, 2);
+        let written = |l: &Layout| -> u32 {
+            let old: std::collections::HashSet<*const PageFile> = first.runs.iter().map(|r| Arc::as_ptr(&r.file)).collect();
+            l.runs.iter().filter(|r| !old.contains(&Arc::as_ptr(&r.file))).map(|r| r.len).sum()
+        };
+        let roomy = first.overlay(&turn, len, MAX_RUNS, |n| std::borrow::Cow::Owned(page(&memory, n))).unwrap();
+        let tight = first.overlay(&turn, len, FIRST_RUNS, |n| std::borrow::Cow::Owned(page(&memory, n))).unwrap();
+        for l in [&roomy, &tight] {
+            assert!(l.view().unwrap().bytes() == memory.as_slice(), "the layout's memory differs");
+        }
+        assert!(roomy.runs.len() <= MAX_RUNS && tight.runs.len() <= FIRST_RUNS);
+        assert!(written(&roomy) <= turn.len() as u32 + 2 * SMALL_GAP * turn.len() as u32, "{} pages written for {}", written(&roomy), turn.len());
+        assert!(written(&tight) > 3 * written(&roomy), "held to FIRST_RUNS: {} pages, with room: {}", written(&tight), written(&roomy));
     }
 
     /// A layout of many runs over a base, part of it zeros and past the base's end, read
@@ -1214,7 +1265,7 @@ mod tests {
             let at = n as usize * PAGE;
             memory[at..at + PAGE].fill(n as u8 | 1);
         }
-        let layered = layout.overlay(&pages, len, |n| std::borrow::Cow::Borrowed(&memory[n as usize * PAGE..(n as usize + 1) * PAGE])).unwrap();
+        let layered = layout.overlay(&pages, len, MAX_RUNS, |n| std::borrow::Cow::Borrowed(&memory[n as usize * PAGE..(n as usize + 1) * PAGE])).unwrap();
         assert!(layered.mappings() > 100, "{} mappings", layered.mappings());
         // Read from its files, a page at a time, in order and out of it: the same bytes.
         let mut reader = layered.reader();
@@ -1267,7 +1318,7 @@ mod tests {
                 memory[at..at + PAGE].fill(step as u8 + 1);
             }
             let before: std::collections::HashSet<*const PageFile> = layout.runs.iter().map(|r| Arc::as_ptr(&r.file)).collect();
-            let new = layout.overlay(&pages, len, |n| std::borrow::Cow::Borrowed(&memory[n as usize * PAGE..(n as usize + 1) * PAGE])).unwrap();
+            let new = layout.overlay(&pages, len, MAX_RUNS, |n| std::borrow::Cow::Borrowed(&memory[n as usize * PAGE..(n as usize + 1) * PAGE])).unwrap();
             assert!(new.runs.len() <= MAX_RUNS, "step {step}: {} runs", new.runs.len());
             assert!(new.view().unwrap().bytes() == memory.as_slice(), "step {step}: the layout's memory differs");
             written.push(new.runs.iter().filter(|r| !before.contains(&Arc::as_ptr(&r.file))).map(|r| r.len).sum::<u32>());

@@ -40,7 +40,7 @@ use std::sync::{Arc, OnceLock};
 use parking_lot::Mutex;
 use wasi_python_image::{FormatError, Header, Key, Limits as ImageLimits, PAGE, Pages, WASM_PAGE};
 
-use crate::delta::{Layout, PageFile, Tracker};
+use crate::delta::{FIRST_RUNS, Layout, MAX_RUNS, PageFile, Tracker};
 use crate::engine::{Flavour, Flavoured, WASMTIME_VERSION};
 use crate::host::GUEST_CLOCK_START;
 use crate::snapshot::{Image, Modules};
@@ -566,7 +566,7 @@ impl Runtime {
                     Ok(i) => Cow::Borrowed(stored[i]),
                     Err(_) => Cow::Borrowed(theirs.page(n)),
                 };
-                reference.overlay(&numbers, len, page).map_err(io)?
+                reference.overlay(&numbers, len, FIRST_RUNS, page).map_err(io)?
             }
             None => {
                 // No base: the pages are the whole memory's non-zero ones.
@@ -763,7 +763,10 @@ impl Taker {
                     }
                     changed
                 };
-                let layout = reference.overlay(&changed, total, page).map_err(io)?;
+                // Over the session's last snapshot, a turn's pages may take more runs;
+                // over anything else, no fewer than the reference holds.
+                let most = if since_last { MAX_RUNS } else { FIRST_RUNS.max(reference.runs.len()) };
+                let layout = reference.overlay(&changed, total, most, page).map_err(io)?;
                 (layout, changed.len() as u64)
             }
             None => {

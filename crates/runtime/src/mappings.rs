@@ -2,7 +2,8 @@
 //! hold (fork.rs, delta.rs).
 //!
 //! A fork of a layered snapshot maps its base and each run of pages over it: up to
-//! 2 × [`crate::delta::MAX_RUNS`] + 1 = 257 mappings a guest, against the kernel's limit
+//! 2 × [`crate::delta::FIRST_RUNS`] + 1 = 257 mappings a guest for a session's first
+//! snapshot, 2 × [`crate::delta::MAX_RUNS`] + 1 = 385 for its later ones, against the kernel's limit
 //! per process (`vm.max_map_count`, 65,530 by default), which the embedder's own
 //! allocations, threads and libraries share. Unchecked, about 260 live forks of one
 //! pandas session took the whole process to its limit, where any mmap fails, the
