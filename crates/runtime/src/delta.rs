@@ -7,12 +7,13 @@
 //!   `PAGEMAP_SCAN` ioctl (Linux 6.7+): a written page of a copy-on-write mapping is
 //!   anonymous, an untouched or only read one is the file's (or the zero page);
 //!   without the ioctl every page is a candidate.
-//! - [`Layout::take`]: the candidates compared with the layout the guest started from
+//! - [`Layout::overlay`]: the candidates compared with the layout the guest started from
 //!   (or its session's last snapshot), the ones that differ written to a new
 //!   [`PageFile`] as runs, and those runs laid over the reference's.
-//! - [`View`]: the layout mapped read-only in the host, what a diff reads and what a
-//!   pooled slot's reset copies written pages back from (wasmtime's layered images,
-//!   third_party/README.md).
+//! - [`View`]: the layout mapped read-only in the host, what a pooled slot's reset
+//!   copies written pages back from (wasmtime's layered images, third_party/README.md)
+//!   and a flattened copy is read from; compares and saves read pages from the files
+//!   instead ([`Reader`]), so that nothing maps pages into the host only to read them.
 //!
 //! **Invariant:** a layout holds at most [`MAX_RUNS`] runs (each is two mappings in
 //! every fork), and one laid over anything but its session's last snapshot at most
@@ -217,22 +218,8 @@ impl Layout {
     /// the view), for guests that cannot hold a mapping a run (mappings.rs).
     pub(crate) fn flattened(&self) -> std::io::Result<Layout> {
         let view = self.view()?;
-        let bytes = view.bytes();
         let file = PageFile::new(self.len)?;
-        let zero = [0u8; PAGE];
-        let pages = bytes.len() / PAGE;
-        let mut n = 0;
-        while n < pages {
-            if bytes[n * PAGE..(n + 1) * PAGE] == zero[..] {
-                n += 1;
-                continue;
-            }
-            let start = n;
-            while n < pages && n - start < 1024 && bytes[n * PAGE..(n + 1) * PAGE] != zero[..] {
-                n += 1;
-            }
-            file.write_at(&bytes[start * PAGE..n * PAGE], (start * PAGE) as u64)?;
-        }
+        write_nonzero(&file, self.pages(), &|n| std::borrow::Cow::Borrowed(view.page(n)))?;
         file.seal();
         Ok(Layout::whole(Arc::new(file), self.len))
     }
@@ -243,11 +230,6 @@ impl Layout {
             .get_or_init(|| View::new(self).map(Arc::new).map_err(|e| e.to_string()))
             .clone()
             .map_err(std::io::Error::other)
-    }
-
-    /// Whether [`Layout::view`] has been made (so using it costs nothing more).
-    pub(crate) fn has_view(&self) -> bool {
-        self.view.get().is_some_and(|v| v.is_ok())
     }
 
     /// Reads this layout's memory from its files (`pread`), a stretch of pages at a
@@ -307,19 +289,20 @@ impl Layout {
         out
     }
 
-    /// The pages where this layout's memory differs from `other`'s (past `other`'s
-    /// end: from zeros), compared page by page where they may.
-    pub(crate) fn differing(&self, other: &Layout) -> std::io::Result<Vec<u32>> {
-        let (mine, theirs) = (self.view()?, other.view()?);
-        let mut out = Vec::new();
+    /// Each page where this layout's memory differs from `other`'s (past `other`'s
+    /// end: from zeros), in growing order, with its bytes here: compared page by page
+    /// where they may, both read from their files ([`Layout::reader`]).
+    pub(crate) fn differing(&self, other: &Layout, mut each: impl FnMut(u32, &[u8])) -> std::io::Result<()> {
+        let (mut mine, mut theirs) = (self.reader(), other.reader());
         for r in self.maybe_differ(other) {
-            for n in r {
-                if mine.page(n) != theirs.page(n) {
-                    out.push(n);
+            for n in r.clone() {
+                let page = mine.page(n, r.end)?;
+                if page != theirs.page(n, r.end)? {
+                    each(n, page);
                 }
             }
         }
-        Ok(out)
+        Ok(())
     }
 
     /// This layout with the pages `pages` (growing) of `memory` (a memory of `len`
@@ -511,6 +494,32 @@ fn write_runs<'a>(runs: &[Range<u32>], memory: &impl Fn(u32) -> std::borrow::Cow
     }
     file.seal();
     Ok(out)
+}
+
+/// Writes the non-zero pages among the first `pages` (as `page` gives them) to `file`
+/// at their own offsets, a stretch of at most 1,024 neighbours per vectored write, so
+/// nothing is copied twice; returns how many.
+pub(crate) fn write_nonzero<'a>(file: &PageFile, pages: u32, page: &impl Fn(u32) -> std::borrow::Cow<'a, [u8]>) -> std::io::Result<u64> {
+    let mut written = 0;
+    let mut stretch: Vec<std::borrow::Cow<'a, [u8]>> = Vec::new();
+    let mut start = 0;
+    for n in 0..=pages {
+        let p = (n < pages).then(|| page(n)).filter(|p| p.iter().any(|&b| b != 0));
+        let full = stretch.len() == 1024;
+        if (p.is_none() || full) && !stretch.is_empty() {
+            let slices: Vec<&[u8]> = stretch.iter().map(|p| &**p).collect();
+            file.write_all_vectored_at(&slices, u64::from(start) * PAGE as u64)?;
+            stretch.clear();
+        }
+        if let Some(p) = p {
+            if stretch.is_empty() {
+                start = n;
+            }
+            stretch.push(p);
+            written += 1;
+        }
+    }
+    Ok(written)
 }
 
 /// Pages of a layout's memory read from its files ([`Layout::reader`]): each
@@ -1149,6 +1158,18 @@ mod tests {
     }
 
     /// A small deterministic generator (xorshift), for the layouts below.
+    /// A sealed base file of `pages` pages of 0xEE, a layout of `len` pages over it (zeros
+    /// past it), and the memory that layout holds; the file is kept alive by the caller.
+    fn over_filled(pages: u32, len: u32) -> (PageFile, Layout, Vec<u8>) {
+        let base = PageFile::new(u64::from(pages) * PAGE as u64).unwrap();
+        base.write_at(&vec![0xEE; pages as usize * PAGE], 0).unwrap();
+        base.seal();
+        let mut memory = vec![0; len as usize * PAGE];
+        memory[..pages as usize * PAGE].fill(0xEE);
+        let layout = Layout::over(base.file().clone(), u64::from(pages) * PAGE as u64, u64::from(len) * PAGE as u64);
+        (base, layout, memory)
+    }
+
     fn rng(seed: u64) -> impl FnMut(u32) -> u32 {
         let mut x = seed | 1;
         move |below| {
@@ -1166,11 +1187,7 @@ mod tests {
     #[test]
     fn overlays_hold_exactly_the_memory_within_the_runs_bound() {
         const N: u32 = 4096;
-        let base = PageFile::new(u64::from(N) * PAGE as u64).unwrap();
-        base.write_at(&vec![0xEE; N as usize * PAGE], 0).unwrap();
-        base.seal();
-        let mut memory: Vec<u8> = vec![0xEE; N as usize * PAGE];
-        let mut layout = Layout::over(base.file().clone(), u64::from(N) * PAGE as u64, u64::from(N) * PAGE as u64);
+        let (_base, mut layout, mut memory) = over_filled(N, N);
         let mut next = rng(0x5eed);
         for step in 1..=30u32 {
             let mut pages: Vec<u32> = Vec::new();
@@ -1210,11 +1227,7 @@ mod tests {
     fn a_later_layout_lays_a_turns_pages_in_runs_of_their_own() {
         const N: u32 = 16_384;
         let len = u64::from(N) * PAGE as u64;
-        let base = PageFile::new(len).unwrap();
-        base.write_at(&vec![0xEE; N as usize * PAGE], 0).unwrap();
-        base.seal();
-        let mut memory: Vec<u8> = vec![0xEE; N as usize * PAGE];
-        let layout = Layout::over(base.file().clone(), len, len);
+        let (_base, layout, mut memory) = over_filled(N, N);
         let mut next = rng(0x7e11);
         let mut write = |memory: &mut Vec<u8>, count: u32, mark: u8| {
             let mut pages: Vec<u32> = (0..count).map(|_| next(N)).collect();
@@ -1249,14 +1262,8 @@ mod tests {
     #[test]
     fn a_layout_read_from_its_files_or_flattened_holds_the_same_memory() {
         const N: u32 = 2048;
-        let base_len = u64::from(N / 2) * PAGE as u64;
-        let base = PageFile::new(base_len).unwrap();
-        base.write_at(&vec![0xEE; (N / 2) as usize * PAGE], 0).unwrap();
-        base.seal();
+        let (_base, layout, mut memory) = over_filled(N / 2, N);
         let len = u64::from(N) * PAGE as u64;
-        let mut memory: Vec<u8> = vec![0; N as usize * PAGE];
-        memory[..(N / 2) as usize * PAGE].fill(0xEE);
-        let layout = Layout::over(base.file().clone(), base_len, len);
         let mut next = rng(0xf1a7);
         let mut pages: Vec<u32> = (0..400).map(|_| next(N)).collect();
         pages.sort_unstable();
@@ -1290,12 +1297,8 @@ mod tests {
     #[test]
     fn pages_written_turn_after_turn_get_small_runs_of_their_own() {
         const N: u32 = 20_000;
-        let base = PageFile::new(u64::from(N) * PAGE as u64).unwrap();
-        base.write_at(&vec![0xEE; N as usize * PAGE], 0).unwrap();
-        base.seal();
-        let mut memory: Vec<u8> = vec![0xEE; N as usize * PAGE];
+        let (_base, mut layout, mut memory) = over_filled(N, N);
         let len = u64::from(N) * PAGE as u64;
-        let mut layout = Layout::over(base.file().clone(), len, len);
         let mut next = rng(0xc0ffee);
         // The session's first snapshot: 800 pages scattered over the heap.
         let mut first: Vec<u32> = (0..800).map(|_| 4000 + next(12_000)).collect();

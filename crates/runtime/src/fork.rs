@@ -277,11 +277,6 @@ impl Snapshot {
         Ok(f)
     }
 
-    /// Whether this snapshot's forks have started from its flattened copy (mappings.rs).
-    pub fn flattened(&self) -> bool {
-        self.inner.flat.get().is_some()
-    }
-
     /// What a fork writes over its base image's memory before any guest code runs.
     /// Always `None`: every snapshot, loaded ones included, is mapped whole from its
     /// layers.
@@ -322,13 +317,15 @@ impl Snapshot {
             None => [0; 32],
         };
         let io = |e| SnapshotError::io("reading the snapshot's memory", e);
-        let (parent, numbers) = match against {
+        let mut pages = Pages::new();
+        let mut keep = |n: u32, page: &[u8]| pages.push(n, page);
+        let parent = match against {
             Against::Full => {
-                let numbers = match &inner.base {
-                    Some(image) => inner.layout.differing(&*image.layout()?).map_err(io)?,
-                    None => inner.layout.differing(&zeros()?).map_err(io)?,
+                match &inner.base {
+                    Some(image) => inner.layout.differing(&*image.layout()?, &mut keep).map_err(io)?,
+                    None => inner.layout.differing(&zeros()?, &mut keep).map_err(io)?,
                 };
-                ([0; 32], numbers)
+                [0; 32]
             }
             Against::Since(parent) => {
                 let id = parent.id().ok_or(SnapshotError::ParentNotSaved)?;
@@ -342,14 +339,10 @@ impl Snapshot {
                         here: "this snapshot".into(),
                     });
                 }
-                (id, inner.layout.differing(&parent.inner.layout).map_err(io)?)
+                inner.layout.differing(&parent.inner.layout, &mut keep).map_err(io)?;
+                id
             }
         };
-        let view = inner.layout.view().map_err(io)?;
-        let mut pages = Pages::new();
-        for n in numbers {
-            pages.push(n, view.page(n));
-        }
         let header = Header {
             module_sha256: inner.module_sha256.clone(),
             wasmtime: WASMTIME_VERSION.to_owned(),
@@ -635,9 +628,9 @@ struct Last {
 }
 
 /// Candidate pages up to which a snapshot after its session's last one lays them over
-/// without comparing them with that one's pages, unless that one's view is mapped
-/// already: mapping a view of up to 128 runs costs more than writing a few pages that
-/// turn out unchanged.
+/// without comparing them with that one's pages: the tracker names the pages a turn
+/// wrote, nearly all changed (107 of 107 after a one-variable turn), and reading them
+/// back costs more than writing the few that turn out the same.
 const LAY_UNCOMPARED: usize = 512;
 
 impl Taker {
@@ -748,7 +741,7 @@ impl Taker {
         let (layout, new_pages) = match reference {
             Some(reference) => {
                 let count: usize = candidates.iter().map(|r| r.len()).sum();
-                let changed: Vec<u32> = if since_last && count <= LAY_UNCOMPARED && !reference.has_view() {
+                let changed: Vec<u32> = if since_last && count <= LAY_UNCOMPARED {
                     candidates.into_iter().flatten().collect()
                 } else {
                     // Read from the reference's files (delta.rs, `Layout::reader`).
@@ -773,7 +766,7 @@ impl Taker {
                 // The artifact's own memory, which this runtime holds no file of: the
                 // non-zero pages, whole (a later snapshot of the session is a delta).
                 let file = PageFile::new(total).map_err(io)?;
-                let n = write_nonzero(&file, memory, &page).map_err(io)?;
+                let n = crate::delta::write_nonzero(&file, pages, &page).map_err(io)?;
                 file.seal();
                 (Layout::whole(Arc::new(file), total), n)
             }
@@ -797,33 +790,6 @@ impl Taker {
         last.tracker = tracker;
         Ok(snapshot)
     }
-}
-
-/// Writes the non-zero 4 KiB pages of `memory` (as `page` gives them) to `file` at the
-/// same offsets, a run of pages per write; returns how many.
-fn write_nonzero<'a>(file: &PageFile, memory: &[u8], page: &impl Fn(u32) -> Cow<'a, [u8]>) -> std::io::Result<u64> {
-    let pages = (memory.len() / PAGE) as u32;
-    let mut written = 0;
-    let mut run: Vec<u8> = Vec::new();
-    let mut start = 0;
-    for n in 0..=pages {
-        let p = (n < pages).then(|| page(n)).filter(|p| p.iter().any(|&b| b != 0));
-        match p {
-            Some(p) => {
-                if run.is_empty() {
-                    start = n;
-                }
-                run.extend_from_slice(&p);
-                written += 1;
-            }
-            None if !run.is_empty() => {
-                file.write_at(&run, u64::from(start) * PAGE as u64)?;
-                run.clear();
-            }
-            None => {}
-        }
-    }
-    Ok(written)
 }
 
 /// Refuses a guest module with mutable globals beyond its stack pointer: an image
